@@ -1,0 +1,125 @@
+// The backend registry and the public entry points that route through it.
+#include <array>
+#include <string>
+
+#include "api/backend.h"
+#include "cuda/common/runtime.h"
+
+namespace flashattn {
+namespace {
+
+const std::array<const Backend*, 4>& registry() {
+  static const std::array<const Backend*, 4> kBackends = {
+      cpu_reference_backend(), cpu_flash_backend(), cuda_naive_backend(), cuda_flash_backend()};
+  return kBackends;
+}
+
+// "auto" takes the first usable backend that supports the params, in this order per device type.
+// Tensor-core kernels go in front of "flash" as they land.
+constexpr std::array<std::string_view, 1> kAutoCuda = {"flash"};
+constexpr std::array<std::string_view, 1> kAutoCpu = {"cpu-flash"};
+
+std::string known_names() {
+  std::string s;
+  for (const Backend* b : registry()) s += (s.empty() ? "" : ", ") + std::string(b->name());
+  return s + ", auto";
+}
+
+bool params_empty(const ForwardParams& p) {
+  return p.batch() == 0 || p.seqlen_q() == 0 || p.heads() == 0;
+}
+
+}  // namespace
+
+const Backend* find_backend(std::string_view name) {
+  for (const Backend* b : registry()) {
+    if (b->name() == name) return b;
+  }
+  return nullptr;
+}
+
+const Backend* const* all_backends(std::size_t* count) {
+  *count = registry().size();
+  return registry().data();
+}
+
+std::vector<BackendInfo> list_backends() {
+  std::vector<BackendInfo> out;
+  for (const Backend* b : registry()) {
+    Status st = b->usable();
+    out.push_back({std::string(b->name()), std::string(b->description()), b->device_type(),
+                   st.ok(), st.message()});
+  }
+  return out;
+}
+
+Status resolve_backend(const ForwardParams& p, std::string_view requested, std::string* name) {
+  if (requested != "auto") {
+    const Backend* b = find_backend(requested);
+    if (b == nullptr) {
+      return Status(StatusCode::kUnknownBackend, "backend = \"" + std::string(requested) +
+                                                     "\" is unknown; expected one of " +
+                                                     known_names());
+    }
+    *name = std::string(requested);
+    return Status::Ok();
+  }
+  const bool on_cuda = p.q.device.type == DeviceType::kCUDA;
+  std::string reasons;
+  auto try_list = [&](auto const& names) {
+    for (std::string_view n : names) {
+      const Backend* b = find_backend(n);
+      Status st = b->usable();
+      if (st.ok()) st = b->supports(p);
+      if (st.ok()) {
+        *name = std::string(n);
+        return true;
+      }
+      reasons += "; " + std::string(n) + ": " + st.message();
+    }
+    return false;
+  };
+  if (on_cuda ? try_list(kAutoCuda) : try_list(kAutoCpu)) return Status::Ok();
+  return Status(StatusCode::kBackendUnavailable,
+                std::string("backend = \"auto\" found no usable backend for ") +
+                    (on_cuda ? "cuda" : "cpu") + " tensors" + reasons);
+}
+
+Status workspace_bytes(const ForwardParams& p, std::string_view backend, std::size_t* bytes) {
+  std::string name;
+  Status st = resolve_backend(p, backend, &name);
+  if (!st.ok()) return st;
+  *bytes = find_backend(name)->workspace_bytes(p);
+  return Status::Ok();
+}
+
+Status forward(const ForwardParams& p, std::string_view backend, StreamHandle stream) {
+  Status st = validate(p);
+  if (!st.ok()) return st;
+  std::string name;
+  st = resolve_backend(p, backend, &name);
+  if (!st.ok()) return st;
+  const Backend* b = find_backend(name);
+  if (b->device_type() != p.q.device.type) {
+    return Status(StatusCode::kInvalidDevice,
+                  "backend \"" + name + "\" runs on " +
+                      (b->device_type() == DeviceType::kCUDA ? "cuda" : "cpu") +
+                      " tensors but q.device = " +
+                      (p.q.device.type == DeviceType::kCUDA ? "cuda" : "cpu"));
+  }
+  st = b->usable();
+  if (!st.ok()) {
+    return Status(StatusCode::kBackendUnavailable, "backend \"" + name + "\" is not usable here: " +
+                                                       st.message());
+  }
+  st = b->supports(p);
+  if (!st.ok()) return st;
+  if (params_empty(p)) return Status::Ok();  // no output element exists: launch nothing
+  if (b->device_type() == DeviceType::kCUDA) {
+    cuda::DeviceGuard guard(p.q.device.index);
+    return b->run(p, stream);
+  }
+  return b->run(p, stream);
+}
+
+}  // namespace flashattn

@@ -1,0 +1,160 @@
+#include "cuda/common/runtime.h"
+
+#include <cuda_runtime.h>
+
+#include <cstdio>
+#include <utility>
+
+namespace flashattn::cuda {
+
+int device_count() {
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess) {
+    cudaGetLastError();  // clear the sticky "no device" error
+    return 0;
+  }
+  return n;
+}
+
+std::string unavailable_reason() {
+  int n = 0;
+  cudaError_t err = cudaGetDeviceCount(&n);
+  if (err != cudaSuccess) {
+    cudaGetLastError();
+    return std::string("no CUDA device (") + cudaGetErrorString(err) + ")";
+  }
+  if (n == 0) return "no CUDA device";
+  return "";
+}
+
+Status device_props(int device, DeviceProps* props) {
+  cudaDeviceProp p{};
+  cudaError_t err = cudaGetDeviceProperties(&p, device);
+  if (err != cudaSuccess) return status_from_cuda(err, "cudaGetDeviceProperties");
+  props->name = p.name;
+  props->major = p.major;
+  props->minor = p.minor;
+  props->sm_count = p.multiProcessorCount;
+  props->total_memory = p.totalGlobalMem;
+  props->l2_bytes = static_cast<std::size_t>(p.l2CacheSize);
+  props->max_smem_per_block_optin = p.sharedMemPerBlockOptin;
+  return Status::Ok();
+}
+
+Status status_from_cuda(int cuda_error, const char* what) {
+  if (cuda_error == cudaSuccess) return Status::Ok();
+  auto err = static_cast<cudaError_t>(cuda_error);
+  const StatusCode code =
+      err == cudaErrorMemoryAllocation ? StatusCode::kOutOfMemory : StatusCode::kCudaError;
+  return Status(code, std::string(what) + " failed: " + cudaGetErrorName(err) + " (" +
+                          cudaGetErrorString(err) + ")");
+}
+
+Status check_pointer_device(const void* ptr, Device device, const char* name) {
+  const std::string arg(name);
+  if (device.type == DeviceType::kCUDA) {
+    const int n = device_count();
+    if (n == 0) {
+      return Status(StatusCode::kInvalidDevice,
+                    arg + ".device = cuda:" + std::to_string(device.index) +
+                        " but this machine has no CUDA device");
+    }
+    if (device.index < 0 || device.index >= n) {
+      return Status(StatusCode::kInvalidDevice,
+                    arg + ".device = cuda:" + std::to_string(device.index) +
+                        ", expected an index below the device count " + std::to_string(n));
+    }
+  } else if (device_count() == 0) {
+    return Status::Ok();  // no CUDA: every pointer is host memory
+  }
+  cudaPointerAttributes attr{};
+  cudaError_t err = cudaPointerGetAttributes(&attr, ptr);
+  if (err != cudaSuccess) {
+    cudaGetLastError();
+    attr.type = cudaMemoryTypeUnregistered;
+  }
+  if (device.type == DeviceType::kCUDA) {
+    if (attr.type == cudaMemoryTypeManaged) return Status::Ok();
+    if (attr.type != cudaMemoryTypeDevice) {
+      return Status(StatusCode::kInvalidDevice,
+                    arg + ".data is host memory, expected device memory of cuda:" +
+                        std::to_string(device.index));
+    }
+    if (attr.device != device.index) {
+      return Status(StatusCode::kInvalidDevice,
+                    arg + ".data is memory of cuda:" + std::to_string(attr.device) +
+                        ", expected cuda:" + std::to_string(device.index));
+    }
+    return Status::Ok();
+  }
+  if (attr.type == cudaMemoryTypeDevice) {
+    return Status(StatusCode::kInvalidDevice,
+                  arg + ".data is device memory of cuda:" + std::to_string(attr.device) +
+                      ", expected host memory (" + arg + ".device = cpu)");
+  }
+  return Status::Ok();
+}
+
+DeviceGuard::DeviceGuard(int device) {
+  if (cudaGetDevice(&previous_) != cudaSuccess) {
+    cudaGetLastError();
+    previous_ = -1;
+  }
+  if (previous_ != device) cudaSetDevice(device);
+}
+
+DeviceGuard::~DeviceGuard() {
+  if (previous_ >= 0) cudaSetDevice(previous_);
+}
+
+DeviceBuffer::~DeviceBuffer() { reset(); }
+
+DeviceBuffer::DeviceBuffer(DeviceBuffer&& o) noexcept
+    : data_(std::exchange(o.data_, nullptr)), bytes_(std::exchange(o.bytes_, 0)) {}
+
+DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& o) noexcept {
+  if (this != &o) {
+    reset();
+    data_ = std::exchange(o.data_, nullptr);
+    bytes_ = std::exchange(o.bytes_, 0);
+  }
+  return *this;
+}
+
+void DeviceBuffer::reset() {
+  if (data_ != nullptr) cudaFree(data_);
+  data_ = nullptr;
+  bytes_ = 0;
+}
+
+Status DeviceBuffer::allocate(std::size_t bytes, const char* what) {
+  reset();
+  if (bytes == 0) return Status::Ok();
+  std::size_t free_bytes = 0, total_bytes = 0;
+  cudaError_t err = cudaMemGetInfo(&free_bytes, &total_bytes);
+  if (err != cudaSuccess) return status_from_cuda(err, "cudaMemGetInfo");
+  if (bytes > free_bytes) {
+    return Status(StatusCode::kOutOfMemory,
+                  std::string(what) + " needs " + format_bytes(bytes) + " but only " +
+                      format_bytes(free_bytes) + " of " + format_bytes(total_bytes) +
+                      " are free on the device");
+  }
+  err = cudaMalloc(&data_, bytes);
+  if (err != cudaSuccess) {
+    cudaGetLastError();
+    data_ = nullptr;
+    return Status(StatusCode::kOutOfMemory, std::string(what) + " needs " + format_bytes(bytes) +
+                                                ": cudaMalloc failed (" +
+                                                cudaGetErrorString(err) + ")");
+  }
+  bytes_ = bytes;
+  return Status::Ok();
+}
+
+std::string format_bytes(std::size_t bytes) {
+  char buf[96];
+  std::snprintf(buf, sizeof(buf), "%.2f GB (%zu bytes)", static_cast<double>(bytes) / 1e9, bytes);
+  return buf;
+}
+
+}  // namespace flashattn::cuda

@@ -1,0 +1,72 @@
+// Host-side CUDA runtime helpers shared by every GPU backend, the verifier and the benchmark:
+// error mapping, device discovery, pointer checks, owning device buffers, a device guard.
+// Plain C++ (no kernels), so it compiles with the host compiler.
+#pragma once
+
+#include <cstddef>
+#include <string>
+
+#include "flashattn/forward.h"
+
+namespace flashattn::cuda {
+
+// Number of usable CUDA devices; 0 when there is no driver or no device (never an error).
+int device_count();
+
+// Why CUDA is unusable here ("no CUDA device: <runtime message>"), or empty when it is usable.
+std::string unavailable_reason();
+
+struct DeviceProps {
+  std::string name;
+  int major = 0, minor = 0;
+  int sm_count = 0;
+  std::size_t total_memory = 0;
+  std::size_t l2_bytes = 0;
+  std::size_t max_smem_per_block_optin = 0;
+};
+Status device_props(int device, DeviceProps* props);
+
+// Maps a CUDA runtime error code (an int, so callers need no CUDA header) to a Status.
+Status status_from_cuda(int cuda_error, const char* what);
+
+// For a tensor on `device`, checks that `ptr` is memory of that device (device or managed memory
+// for CUDA; for the CPU, not device memory). Host function, launches nothing.
+Status check_pointer_device(const void* ptr, Device device, const char* name);
+
+// Selects a device for the lifetime of the guard, restoring the previous one on exit.
+class DeviceGuard {
+ public:
+  explicit DeviceGuard(int device);
+  ~DeviceGuard();
+  DeviceGuard(const DeviceGuard&) = delete;
+  DeviceGuard& operator=(const DeviceGuard&) = delete;
+
+ private:
+  int previous_ = -1;
+};
+
+// An owning cudaMalloc'd buffer. allocate() checks free memory first and reports the bytes.
+class DeviceBuffer {
+ public:
+  DeviceBuffer() = default;
+  ~DeviceBuffer();
+  DeviceBuffer(DeviceBuffer&& o) noexcept;
+  DeviceBuffer& operator=(DeviceBuffer&& o) noexcept;
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+
+  // `what` names the buffer in the out-of-memory message ("naive: S scores").
+  Status allocate(std::size_t bytes, const char* what);
+  void reset();
+  void* data() const { return data_; }
+  std::size_t bytes() const { return bytes_; }
+
+ private:
+  void* data_ = nullptr;
+  std::size_t bytes_ = 0;
+};
+
+// Formats a byte count as "68.72 GB (68719476736 bytes)".
+std::string format_bytes(std::size_t bytes);
+
+}  // namespace flashattn::cuda

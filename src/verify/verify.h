@@ -1,0 +1,88 @@
+// The verifier: runs one shape through a backend on fresh seeded inputs and judges the output by
+// the rule of docs/testing.md. Shared by the tests, `flashattn verify` and the Python package.
+//
+//   reference = float64 CPU (cpu-reference) when affordable, else the GPU naive kernel in float32,
+//               from the same inputs already rounded to the test dtype;
+//   baseline  = the naive algorithm in the test dtype (GPU naive for CUDA, a float32 CPU naive for
+//               CPU backends): its error is what reordering and rounding cost at this shape;
+//   pass iff  max|O - O_ref| <= 2 * max|O_base - O_ref| + atol   (atol = 2 * max|round(O_ref) - O_ref|)
+//             and mean|O - O_ref| <= 1.5 * mean|O_base - O_ref| + atol / 4 (see compare.h)
+//             and max|LSE - LSE_ref| <= 1e-3 and nothing non-finite where the reference is finite
+//             and every output element was written (outputs are NaN-poisoned before the run)
+//             and the guard bytes after each output are untouched.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "flashattn/forward.h"
+
+namespace flashattn {
+
+struct ProblemShape {
+  std::int64_t batch = 1, heads = 1, kv_heads = 1, seqlen_q = 1, seqlen_k = 1, head_dim = 64;
+  DType dtype = DType::kBF16;
+  bool causal = false;
+  std::optional<float> scale;
+  std::string to_string() const;  // "b=2 h=8/2 sq=113 sk=203 d=64 bf16 causal"
+};
+
+enum class InputLayout {
+  kContiguous,   // plain BSHD
+  kStridedBHSD,  // BHSD storage seen through BSHD strides
+  kPaddedHeads,  // heads sliced out of a wider tensor (row stride > heads * head_dim)
+};
+
+// Optional input distortions for the edge-case tests.
+enum class InputKind {
+  kNormal,         // N(0.5, 1)
+  kLargeScores,    // q and k scaled so scores reach ~1e4 (exercises the running-max rescale)
+  kVeryNegative,   // an added column bias keeps every score of some rows below -5e4
+  kLargeMagnitude, // bf16 values near 1.3e5 / fp16 V near 6e4
+};
+
+struct VerifyOptions {
+  std::string backend = "auto";
+  Device device = Device::cpu();
+  std::uint64_t seed = 0;
+  InputLayout layout = InputLayout::kContiguous;
+  InputKind kind = InputKind::kNormal;
+  bool check_lse = true;
+  // float64 CPU reference when batch*heads*seqlen_q*seqlen_k*head_dim is at most this.
+  double cpu_reference_limit = 6e8;
+};
+
+struct ErrorStats {
+  double max_abs = 0, mean_abs = 0, rel_l2 = 0;
+  double lse_max_abs = 0;                  // over rows with finite reference LSE
+  std::int64_t nonfinite = 0;              // non-finite outputs where the reference is finite
+  std::int64_t lse_mismatch_inf = 0;       // rows where exactly one of LSE, LSE_ref is -inf
+  std::vector<std::int64_t> first_bad;     // (b, s, h, d) of the first element over the bound
+};
+
+struct VerifyReport {
+  bool passed = false;
+  std::string backend;           // resolved name
+  std::string reference;         // "cpu-reference (float64)" or "naive (float32)"
+  std::string baseline;          // "naive (bf16)" / "cpu naive (float32 accumulate, bf16 out)"
+  ProblemShape shape;
+  std::uint64_t seed = 0;
+  ErrorStats error;              // backend vs reference
+  ErrorStats baseline_error;     // baseline vs reference
+  double atol = 0;
+  double max_abs_bound = 0, mean_abs_bound = 0;
+  static constexpr double kLseTolerance = 1e-3;
+  std::int64_t unwritten = 0;    // output elements still NaN where the reference is finite
+  bool guards_intact = true;
+  std::vector<std::string> failures;  // one line per failed clause
+  std::string to_string() const;      // the multi-line report the CLI prints
+};
+
+// Runs the whole procedure. A non-ok Status means the verification could not run (bad shape,
+// backend unusable, out of memory); a completed verification that failed returns ok with
+// report->passed == false.
+Status verify(const ProblemShape& shape, const VerifyOptions& options, VerifyReport* report);
+
+}  // namespace flashattn
