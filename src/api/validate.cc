@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstdint>
 #include <sstream>
+#include <utility>
 #include <string>
 
 #include "cuda/common/runtime.h"
@@ -13,14 +14,6 @@ namespace {
 
 std::string device_string(Device d) {
   return d.type == DeviceType::kCPU ? std::string("cpu") : "cuda:" + std::to_string(d.index);
-}
-
-std::string shape_string(const TensorView& t) {
-  std::ostringstream os;
-  os << "(";
-  for (int d = 0; d < t.rank; ++d) os << (d ? ", " : "") << t.shape[d];
-  os << ")";
-  return os.str();
 }
 
 Status fail(StatusCode code, const std::string& msg) { return Status(code, msg); }

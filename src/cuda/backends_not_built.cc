@@ -1,0 +1,38 @@
+// Built with FLASHATTN_BUILD_CUDA_KERNELS=OFF: the GPU backends exist in the registry (so names,
+// `flashattn info` and errors stay the same) but say they were not built.
+#include "api/backend.h"
+
+namespace flashattn {
+namespace {
+
+class NotBuiltBackend final : public Backend {
+ public:
+  NotBuiltBackend(std::string_view name, std::string_view description)
+      : name_(name), description_(description) {}
+  std::string_view name() const override { return name_; }
+  std::string_view description() const override { return description_; }
+  DeviceType device_type() const override { return DeviceType::kCUDA; }
+  Status usable() const override {
+    return Status(StatusCode::kBackendUnavailable,
+                  "not built (configure with -DFLASHATTN_BUILD_CUDA_KERNELS=ON)");
+  }
+  Status supports(const ForwardParams&) const override { return usable(); }
+  Status run(const ForwardParams&, StreamHandle) const override { return usable(); }
+
+ private:
+  std::string_view name_, description_;
+};
+
+}  // namespace
+
+const Backend* cuda_naive_backend() {
+  static const NotBuiltBackend b("naive", "GPU golden reference: S to global memory, softmax, PV");
+  return &b;
+}
+
+const Backend* cuda_flash_backend() {
+  static const NotBuiltBackend b("flash", "GPU fused online-softmax kernel (CUDA cores)");
+  return &b;
+}
+
+}  // namespace flashattn
