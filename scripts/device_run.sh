@@ -1,0 +1,79 @@
+#!/usr/bin/env bash
+# One call on the GPU machine: build (every kernel, warnings as errors), run the GPU tests, the
+# CLI verification matrix, compute-sanitizer on small odd shapes, and the benchmark. Logs go to
+# $OUT (or ./device-out). Usage: bash scripts/device_run.sh [quick|full] [bench args...]
+set -uo pipefail
+tier=${1:-quick}; shift || true
+out=${OUT:-$PWD/device-out}
+mkdir -p "$out"
+jobs=$(nproc)
+summary="$out/summary.txt"
+: > "$summary"
+note() { echo "$*" | tee -a "$summary"; }
+
+nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm --format=csv \
+  > "$out/nvidia-smi.txt" 2>&1
+gtest_src=""
+[ -d .device/googletest ] && gtest_src="-DFLASHATTN_GTEST_SOURCE_DIR=$PWD/.device/googletest"
+
+start=$(date +%s)
+cmake -S . -B build-device -G Ninja -DCMAKE_BUILD_TYPE=Release -DFLASHATTN_WERROR=ON \
+  -DCMAKE_CUDA_FLAGS="-Xptxas=-v" $gtest_src > "$out/build.log" 2>&1 &&
+  ninja -C build-device -j"$jobs" >> "$out/build.log" 2>&1
+rc=$?
+note "build: rc=$rc in $(( $(date +%s) - start )) s"
+[ $rc -eq 0 ] || { tail -40 "$out/build.log"; exit 1; }
+grep -E "spill stores|Used [0-9]+ registers" "$out/build.log" | sort | uniq -c | sort -rn | head -5 >> "$summary"
+
+cli=build-device/tools/flashattn/flashattn
+"$cli" info | tee "$out/info.txt"
+
+start=$(date +%s)
+FLASHATTN_TEST_TIER=$tier ctest --test-dir build-device -j8 --output-on-failure --timeout 900 \
+  > "$out/ctest.log" 2>&1
+note "ctest ($tier): rc=$? in $(( $(date +%s) - start )) s"
+grep -E "tests passed|tests failed|Skipped|Total Test time" "$out/ctest.log" | tail -4 | tee -a "$summary"
+grep -E "\*\*\*Failed|\(Failed\)|Not Run" "$out/ctest.log" | head -20 | tee -a "$summary"
+
+# The CLI verification matrix: bf16/fp16/fp32, causal and not, odd lengths, head dims 64/128/256.
+start=$(date +%s)
+fails=0; runs=0
+for backend in flash naive; do
+  for dtype in bf16 fp16 fp32; do
+    for d in 64 128 256; do
+      for causal in "" "--causal"; do
+        runs=$((runs + 1))
+        if ! "$cli" verify --device cuda --backend $backend --dtype $dtype --head-dim $d $causal \
+             --batch 2 --heads 6 --kv-heads 2 --seqlen-q 1023 --seqlen-k 1537 --seed $runs \
+             >> "$out/verify.log" 2>&1; then
+          fails=$((fails + 1)); echo "FAILED: $backend $dtype d$d $causal" >> "$out/verify.log"
+        fi
+      done
+    done
+  done
+done
+note "cli verify: $((runs - fails)) of $runs passed in $(( $(date +%s) - start )) s"
+
+# compute-sanitizer on small odd shapes.
+start=$(date +%s)
+for tool in memcheck racecheck synccheck initcheck; do
+  for backend in flash naive; do
+    for args in "--seqlen-q 113 --seqlen-k 203 --head-dim 72 --dtype bf16 --causal" \
+                "--seqlen-q 203 --seqlen-k 17 --head-dim 256 --dtype fp16 --causal" \
+                "--seqlen-q 17 --seqlen-k 113 --head-dim 8 --dtype fp32"; do
+      compute-sanitizer --tool $tool --error-exitcode 9 "$cli" verify --device cuda \
+        --backend $backend --batch 1 --heads 2 --kv-heads 1 $args >> "$out/sanitizer.log" 2>&1
+      rc=$?
+      echo "== $tool $backend $args: rc=$rc" >> "$out/sanitizer.log"
+      [ $rc -eq 0 ] || note "sanitizer FAILED: $tool $backend $args rc=$rc"
+    done
+  done
+done
+note "sanitizer: $(grep -c 'rc=0' "$out/sanitizer.log") of $(grep -c '^== ' "$out/sanitizer.log") clean in $(( $(date +%s) - start )) s"
+
+# The lesson's table.
+start=$(date +%s)
+"$cli" bench --device cuda --csv "$out/bench.csv" "$@" > "$out/bench.txt" 2> "$out/bench.err"
+note "bench: rc=$? in $(( $(date +%s) - start )) s"
+cat "$out/bench.txt"
+echo; cat "$summary"

@@ -1,0 +1,53 @@
+// Device element types and 16-byte vector loads/stores with conversion to and from float.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cstdint>
+
+namespace flashattn::cuda {
+
+__device__ __forceinline__ float to_float(float x) { return x; }
+__device__ __forceinline__ float to_float(__nv_bfloat16 x) { return __bfloat162float(x); }
+__device__ __forceinline__ float to_float(__half x) { return __half2float(x); }
+
+template <typename T>
+__device__ __forceinline__ T from_float(float x);
+template <>
+__device__ __forceinline__ float from_float<float>(float x) { return x; }
+template <>
+__device__ __forceinline__ __nv_bfloat16 from_float<__nv_bfloat16>(float x) {
+  return __float2bfloat16_rn(x);
+}
+template <>
+__device__ __forceinline__ __half from_float<__half>(float x) { return __float2half_rn(x); }
+
+// x rounded to T and back: what the tensor-core path would see of P.
+template <typename T>
+__device__ __forceinline__ float round_to(float x) { return to_float(from_float<T>(x)); }
+
+// Elements of T in one 16-byte vector: 8 for 16-bit types, 4 for float.
+template <typename T>
+constexpr int kVecElems = 16 / sizeof(T);
+
+// Loads 16 bytes (kVecElems<T> elements) from 16-byte aligned global memory, as floats.
+template <typename T>
+__device__ __forceinline__ void load_vec_as_float(const T* src_gmem, float* dst) {
+  const uint4 raw = __ldg(reinterpret_cast<const uint4*>(src_gmem));
+  const T* elems = reinterpret_cast<const T*>(&raw);
+#pragma unroll
+  for (int i = 0; i < kVecElems<T>; ++i) dst[i] = to_float(elems[i]);
+}
+
+// Stores kVecElems<T> floats converted to T as one 16-byte store.
+template <typename T>
+__device__ __forceinline__ void store_vec_from_float(T* dst_gmem, const float* src) {
+  uint4 raw;
+  T* elems = reinterpret_cast<T*>(&raw);
+#pragma unroll
+  for (int i = 0; i < kVecElems<T>; ++i) elems[i] = from_float<T>(src[i]);
+  *reinterpret_cast<uint4*>(dst_gmem) = raw;
+}
+
+}  // namespace flashattn::cuda

@@ -1,0 +1,262 @@
+// The first fused flash kernel, on CUDA cores (the tensor-core kernels live in sm80/ and sm90/).
+//
+// One thread block owns kBlockM = 64 query rows of one (batch, head): it keeps Q, the running max,
+// the running sum and the O accumulator on chip and streams K and V through one shared-memory
+// tile of kBlockN = 64 keys. Threads form a (kBlockM / kRowsPerThread) x 8 grid: each thread owns
+// kRowsPerThread query rows and
+//   - for S = Q K^T: 8 keys, tx + 8 * j, so the 8 lanes of a row read 8 different K rows;
+//     with K rows padded to head_dim + 4 floats those 8 float4 reads hit 8 different bank quads;
+//   - for O += P V: head_dim / 8 output columns, 4 * tx + 32 * c, read from V as float4s (the 8
+//     lanes cover 128 contiguous bytes: conflict-free).
+// P goes through shared memory (rounded to the input dtype, as a tensor-core PV would see it).
+//
+// Per tile: 4 barriers (K in, K done, V in, V done); loads are synchronous, latency is hidden by
+// the other resident blocks. Measured figures and the plan past this design: docs/performance.md.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "cuda/attention/mask.cuh"
+#include "cuda/attention/online_softmax.cuh"
+#include "cuda/common/check.h"
+#include "cuda/common/device_dtype.cuh"
+#include "cuda/flash/flash.h"
+
+namespace flashattn::cuda {
+
+template <int kHeadDimMax>
+struct FlashTraits {
+  static constexpr int kBlockM = 64;
+  static constexpr int kBlockN = 64;
+  static constexpr int kLanesPerRow = 8;
+  // 4 rows per thread keeps 4 * head_dim / 8 O accumulators in registers: 64 floats at d128;
+  // at d256 that would be 128, so use 2 rows and twice the threads.
+  static constexpr int kRowsPerThread = kHeadDimMax <= 128 ? 4 : 2;
+  static constexpr int kThreads = kBlockM / kRowsPerThread * kLanesPerRow;  // 128 or 256
+  static constexpr int kKeysPerThread = kBlockN / kLanesPerRow;             // 8
+  static constexpr int kColVecs = kHeadDimMax / 32;   // float4 column groups per thread
+  static constexpr int kRowPad = 4;                    // floats: keeps float4 alignment, skews banks
+  static constexpr int kQkStride = kHeadDimMax + kRowPad;
+  static constexpr int kPStride = kBlockN + kRowPad;
+  static constexpr int kSmemFloats = (kBlockM + kBlockN) * kQkStride + kBlockM * kPStride;
+  static constexpr int kSmemBytes = kSmemFloats * 4;
+};
+
+// Copies rows [row0, row0 + rows) of one head of a BSHD tensor into `dst_smem` (row stride
+// `dst_stride` floats) as float; rows past `seqlen` and columns past head_dim become 0.
+template <typename T, int kThreads>
+__device__ __forceinline__ void load_tile(const T* src_gmem, std::int64_t row_stride,
+                                          std::int64_t row0, std::int64_t seqlen, int rows,
+                                          int head_dim, int head_dim_max, float* dst_smem,
+                                          int dst_stride) {
+  constexpr int kVec = kVecElems<T>;
+  const int vecs_per_row = head_dim_max / kVec;
+  for (int e = threadIdx.x; e < rows * vecs_per_row; e += kThreads) {
+    const int r = e / vecs_per_row, c = (e % vecs_per_row) * kVec;
+    float vals[kVec];
+    if (row0 + r < seqlen && c < head_dim) {
+      load_vec_as_float(src_gmem + (row0 + r) * row_stride + c, vals);
+    } else {
+#pragma unroll
+      for (int i = 0; i < kVec; ++i) vals[i] = 0.0f;
+    }
+    float* dst = dst_smem + r * dst_stride + c;
+#pragma unroll
+    for (int i = 0; i < kVec; i += 4) {
+      *reinterpret_cast<float4*>(dst + i) = make_float4(vals[i], vals[i + 1], vals[i + 2], vals[i + 3]);
+    }
+  }
+}
+
+template <typename T, int kHeadDimMax>
+__global__ void __launch_bounds__(FlashTraits<kHeadDimMax>::kThreads)
+flash_forward_kernel(FlashArgs args) {
+  using Tr = FlashTraits<kHeadDimMax>;
+  constexpr int kBlockM = Tr::kBlockM, kBlockN = Tr::kBlockN, kRows = Tr::kRowsPerThread;
+  constexpr int kKeys = Tr::kKeysPerThread, kColVecs = Tr::kColVecs;
+  extern __shared__ __align__(16) float smem[];
+  float* q_smem = smem;                                  // [kBlockM][kQkStride]
+  float* kv_smem = q_smem + kBlockM * Tr::kQkStride;     // [kBlockN][kQkStride]: K, then V
+  float* p_smem = kv_smem + kBlockN * Tr::kQkStride;     // [kBlockM][kPStride]
+
+  const int tx = threadIdx.x % Tr::kLanesPerRow;  // key / column group
+  const int ty = threadIdx.x / Tr::kLanesPerRow;  // row group
+  const int head_dim = static_cast<int>(args.head_dim);
+  const Mask mask{args.seqlen_q, args.seqlen_k, args.causal};
+  const std::int64_t bh_count = args.batch * args.heads;
+  const std::int64_t m_blocks = (args.seqlen_q + kBlockM - 1) / kBlockM;
+
+  for (std::int64_t tile = blockIdx.x; tile < bh_count * m_blocks; tile += gridDim.x) {
+    // The first bh_count tiles take the last query block of every head: with causal those have
+    // the most keys, so the longest work starts first.
+    const std::int64_t m_block = m_blocks - 1 - tile / bh_count;
+    const std::int64_t bh = tile % bh_count;
+    const std::int64_t b = bh / args.heads, h = bh % args.heads;
+    const std::int64_t h_kv = h / (args.heads / args.kv_heads);
+    const std::int64_t m0 = m_block * kBlockM;
+    const T* q_gmem = static_cast<const T*>(args.q) + b * args.q_stride[0] + h * args.q_stride[2];
+    const T* k_gmem = static_cast<const T*>(args.k) + b * args.k_stride[0] + h_kv * args.k_stride[2];
+    const T* v_gmem = static_cast<const T*>(args.v) + b * args.v_stride[0] + h_kv * args.v_stride[2];
+
+    __syncthreads();  // the previous tile's readers of q_smem are done
+    load_tile<T, Tr::kThreads>(q_gmem, args.q_stride[1], m0, args.seqlen_q, kBlockM, head_dim,
+                               kHeadDimMax, q_smem, Tr::kQkStride);
+
+    // Init: the attention state of this thread's rows.
+    float row_max[kRows], row_sum[kRows];
+    float4 o_rmem[kRows][kColVecs];
+#pragma unroll
+    for (int i = 0; i < kRows; ++i) {
+      row_max[i] = -INFINITY;
+      row_sum[i] = 0.0f;
+#pragma unroll
+      for (int c = 0; c < kColVecs; ++c) o_rmem[i][c] = make_float4(0.f, 0.f, 0.f, 0.f);
+    }
+
+    // Loop: key tiles up to the last one any row of this block can see.
+    const std::int64_t key_end = mask.key_end(m0, kBlockM);
+    for (std::int64_t n0 = 0; n0 < key_end; n0 += kBlockN) {
+      __syncthreads();  // everyone is done with V of the previous tile
+      load_tile<T, Tr::kThreads>(k_gmem, args.k_stride[1], n0, args.seqlen_k, kBlockN, head_dim,
+                                 kHeadDimMax, kv_smem, Tr::kQkStride);
+      __syncthreads();
+
+      // S = Q K^T for kRows x kKeys scores.
+      float s[kRows][kKeys] = {};
+      for (int d = 0; d < head_dim; d += 4) {
+        float4 q4[kRows];
+#pragma unroll
+        for (int i = 0; i < kRows; ++i)
+          q4[i] = *reinterpret_cast<const float4*>(q_smem + (ty * kRows + i) * Tr::kQkStride + d);
+#pragma unroll
+        for (int j = 0; j < kKeys; ++j) {
+          const float4 k4 =
+              *reinterpret_cast<const float4*>(kv_smem + (tx + j * 8) * Tr::kQkStride + d);
+#pragma unroll
+          for (int i = 0; i < kRows; ++i) {
+            s[i][j] = fmaf(q4[i].x, k4.x, s[i][j]);
+            s[i][j] = fmaf(q4[i].y, k4.y, s[i][j]);
+            s[i][j] = fmaf(q4[i].z, k4.z, s[i][j]);
+            s[i][j] = fmaf(q4[i].w, k4.w, s[i][j]);
+          }
+        }
+      }
+
+      // Online softmax update; masked scores become -inf (only on tail / diagonal tiles).
+      const bool needs_mask = mask.tile_needs_mask(m0, n0, kBlockN);
+#pragma unroll
+      for (int i = 0; i < kRows; ++i) {
+        const std::int64_t row = m0 + ty * kRows + i;
+        float tile_max = -INFINITY;
+#pragma unroll
+        for (int j = 0; j < kKeys; ++j) {
+          s[i][j] *= args.scale_log2;
+          if (needs_mask && !mask.visible(row, n0 + tx + j * 8)) s[i][j] = -INFINITY;
+          tile_max = fmaxf(tile_max, s[i][j]);
+        }
+        const float new_max = fmaxf(row_max[i], reduce_max_lanes<Tr::kLanesPerRow>(tile_max));
+        const float sub = safe_max(new_max);
+        const float alpha = exp2f(row_max[i] - sub);
+        row_max[i] = new_max;
+        float p_sum = 0.0f;
+#pragma unroll
+        for (int j = 0; j < kKeys; ++j) {
+          const float p = exp2f(s[i][j] - sub);
+          p_sum += p;
+          p_smem[(ty * kRows + i) * Tr::kPStride + tx + j * 8] = round_to<T>(p);
+        }
+        // row_sum stays a per-lane partial sum (alpha is the same on all 8 lanes of a row);
+        // the lanes are summed once, in the finalize step.
+        row_sum[i] = row_sum[i] * alpha + p_sum;
+#pragma unroll
+        for (int c = 0; c < kColVecs; ++c) {
+          o_rmem[i][c].x *= alpha; o_rmem[i][c].y *= alpha;
+          o_rmem[i][c].z *= alpha; o_rmem[i][c].w *= alpha;
+        }
+      }
+      __syncthreads();  // K reads and P writes are done
+      load_tile<T, Tr::kThreads>(v_gmem, args.v_stride[1], n0, args.seqlen_k, kBlockN, head_dim,
+                                 kHeadDimMax, kv_smem, Tr::kQkStride);
+      __syncthreads();
+
+      // O += P V over this tile's keys.
+      for (int key = 0; key < kBlockN; key += 4) {
+        float4 p4[kRows];
+#pragma unroll
+        for (int i = 0; i < kRows; ++i)
+          p4[i] = *reinterpret_cast<const float4*>(p_smem + (ty * kRows + i) * Tr::kPStride + key);
+#pragma unroll
+        for (int kk = 0; kk < 4; ++kk) {
+          const float* v_row = kv_smem + (key + kk) * Tr::kQkStride + 4 * tx;
+#pragma unroll
+          for (int c = 0; c < kColVecs; ++c) {
+            if (4 * tx + 32 * c >= head_dim) continue;
+            const float4 v4 = *reinterpret_cast<const float4*>(v_row + 32 * c);
+#pragma unroll
+            for (int i = 0; i < kRows; ++i) {
+              const float p = kk == 0 ? p4[i].x : kk == 1 ? p4[i].y : kk == 2 ? p4[i].z : p4[i].w;
+              o_rmem[i][c].x = fmaf(p, v4.x, o_rmem[i][c].x);
+              o_rmem[i][c].y = fmaf(p, v4.y, o_rmem[i][c].y);
+              o_rmem[i][c].z = fmaf(p, v4.z, o_rmem[i][c].z);
+              o_rmem[i][c].w = fmaf(p, v4.w, o_rmem[i][c].w);
+            }
+          }
+        }
+      }
+    }
+
+    // Finalize: O / row_sum, LSE; rows with no visible key give O = 0 and LSE = -inf.
+#pragma unroll
+    for (int i = 0; i < kRows; ++i) {
+      const std::int64_t row = m0 + ty * kRows + i;
+      const float total = reduce_sum_lanes<Tr::kLanesPerRow>(row_sum[i]);
+      if (row >= args.seqlen_q) continue;
+      const float inv = total > 0.0f ? 1.0f / total : 0.0f;
+      T* o_row = static_cast<T*>(args.o) + b * args.o_stride[0] + row * args.o_stride[1] +
+                 h * args.o_stride[2];
+#pragma unroll
+      for (int c = 0; c < kColVecs; ++c) {
+        const int col = 4 * tx + 32 * c;
+        if (col >= head_dim) continue;
+        const float4 o = o_rmem[i][c];
+        if constexpr (sizeof(T) == 4) {
+          *reinterpret_cast<float4*>(o_row + col) =
+              make_float4(o.x * inv, o.y * inv, o.z * inv, o.w * inv);
+        } else {
+          // Four 16-bit values: one 8-byte store.
+          T packed[4] = {from_float<T>(o.x * inv), from_float<T>(o.y * inv),
+                         from_float<T>(o.z * inv), from_float<T>(o.w * inv)};
+          *reinterpret_cast<uint2*>(o_row + col) = *reinterpret_cast<const uint2*>(packed);
+        }
+      }
+      if (args.lse != nullptr && tx == 0) {
+        args.lse[b * args.lse_stride[0] + h * args.lse_stride[1] + row * args.lse_stride[2]] =
+            finalize_lse(row_max[i], total);
+      }
+    }
+  }
+}
+
+template <typename T, int kHeadDimMax>
+Status launch_flash(const FlashArgs& args, cudaStream_t stream) {
+  using Tr = FlashTraits<kHeadDimMax>;
+  auto kernel = flash_forward_kernel<T, kHeadDimMax>;
+  FA_CUDA_RETURN_IF_ERROR(
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Tr::kSmemBytes),
+      "flash: cudaFuncSetAttribute(max dynamic shared memory)");
+  const std::int64_t tiles =
+      args.batch * args.heads * ((args.seqlen_q + Tr::kBlockM - 1) / Tr::kBlockM);
+  constexpr std::int64_t kMaxGrid = 0x7fffffff;  // grid.x limit; the kernel loops past it
+  const unsigned grid = static_cast<unsigned>(tiles < kMaxGrid ? tiles : kMaxGrid);
+  kernel<<<grid, Tr::kThreads, Tr::kSmemBytes, stream>>>(args);
+  return check_launch("flash_forward_kernel");
+}
+
+#define FLASHATTN_INSTANTIATE_FLASH(HDIM)                                                   \
+  template Status launch_flash<float, HDIM>(const FlashArgs&, cudaStream_t);                \
+  template Status launch_flash<__nv_bfloat16, HDIM>(const FlashArgs&, cudaStream_t);        \
+  template Status launch_flash<__half, HDIM>(const FlashArgs&, cudaStream_t);
+
+}  // namespace flashattn::cuda

@@ -1,0 +1,257 @@
+// GPU backends ("naive", "flash") against the references, through the verifier (docs/testing.md).
+// Every test reports skipped, not passed, on a machine without a CUDA device.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <sstream>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "common/owned_tensor.h"
+#include "cpu/reference.h"
+#include "flashattn/flashattn.h"
+#include "test_util.h"
+#include "verify/verify.h"
+
+namespace flashattn {
+namespace {
+
+struct GpuCase {
+  std::string backend;
+  ProblemShape shape;
+  InputLayout layout = InputLayout::kContiguous;
+  InputKind kind = InputKind::kNormal;
+};
+
+std::string case_name(const GpuCase& c) {
+  std::ostringstream os;
+  os << (c.backend == "naive" ? "naive" : "flash") << "_b" << c.shape.batch << "_h" << c.shape.heads
+     << "_" << c.shape.kv_heads << "_q" << c.shape.seqlen_q << "_k" << c.shape.seqlen_k << "_d"
+     << c.shape.head_dim << "_" << dtype_name(c.shape.dtype) << (c.shape.causal ? "_causal" : "")
+     << (c.layout == InputLayout::kStridedBHSD   ? "_bhsd"
+         : c.layout == InputLayout::kPaddedHeads ? "_padded"
+                                                 : "")
+     << (c.kind == InputKind::kLargeScores      ? "_largescores"
+         : c.kind == InputKind::kVeryNegative   ? "_verynegative"
+         : c.kind == InputKind::kLargeMagnitude ? "_largemag"
+                                                : "");
+  return os.str();
+}
+
+ProblemShape shape(std::int64_t b, std::int64_t h, std::int64_t hk, std::int64_t sq,
+                   std::int64_t sk, std::int64_t d, DType dtype, bool causal) {
+  ProblemShape s;
+  s.batch = b; s.heads = h; s.kv_heads = hk; s.seqlen_q = sq; s.seqlen_k = sk; s.head_dim = d;
+  s.dtype = dtype; s.causal = causal;
+  return s;
+}
+
+// The grid of docs/testing.md. Quick tier: every length pair and head dim once per backend;
+// full tier (FLASHATTN_TEST_TIER=full): the cross product with every dtype and causal mode.
+std::vector<GpuCase> grid() {
+  const bool full = testing::full_tier();
+  std::vector<std::pair<std::int64_t, std::int64_t>> lengths = {
+      {1, 1},     {17, 17},     {113, 113},   {127, 127}, {203, 203},   {239, 239},
+      {339, 339}, {1023, 1023}, {1025, 1025}, {113, 203}, {203, 113},   {1, 4097},
+      {4097, 1},  {1023, 1024}, {1024, 1023}, {17, 1},    {4097, 4097}};
+  const std::vector<std::int64_t> head_dims = {8, 32, 64, 72, 96, 128, 160, 256};
+  const std::vector<DType> dtypes = {DType::kBF16, DType::kFP16, DType::kFP32};
+  std::vector<GpuCase> cases;
+  for (const char* backend : {"naive", "flash"}) {
+    int i = 0;
+    for (auto [sq, sk] : lengths) {
+      for (std::int64_t d : head_dims) {
+        for (DType dt : dtypes) {
+          for (bool causal : {false, true}) {
+            ++i;
+            // Quick tier: rotate dtype / causal / head dim across the length list.
+            if (!full && (i % 7 != 0)) continue;
+            const std::int64_t big = sq * sk > 1 << 22;
+            cases.push_back({backend, shape(big ? 1 : 2, big ? 2 : 4, big ? 1 : 2, sq, sk, d, dt,
+                                            causal)});
+          }
+        }
+      }
+    }
+    // GQA / MQA head mappings, layouts and adversarial inputs, every tier.
+    for (DType dt : dtypes) {
+      cases.push_back({backend, shape(2, 6, 2, 113, 203, 64, dt, true)});
+      cases.push_back({backend, shape(2, 6, 1, 203, 113, 128, dt, false)});
+      cases.push_back({backend, shape(2, 4, 2, 239, 339, 128, dt, false), InputLayout::kStridedBHSD});
+      cases.push_back({backend, shape(2, 4, 4, 339, 239, 64, dt, true), InputLayout::kPaddedHeads});
+      cases.push_back({backend, shape(1, 4, 4, 203, 203, 64, dt, false), InputLayout::kContiguous,
+                       InputKind::kLargeScores});
+      cases.push_back({backend, shape(1, 4, 4, 203, 203, 64, dt, true), InputLayout::kContiguous,
+                       InputKind::kVeryNegative});
+    }
+    cases.push_back({backend, shape(1, 4, 4, 203, 203, 64, DType::kBF16, false),
+                     InputLayout::kContiguous, InputKind::kLargeMagnitude});
+    cases.push_back({backend, shape(1, 4, 4, 203, 203, 64, DType::kFP16, false),
+                     InputLayout::kContiguous, InputKind::kLargeMagnitude});
+    // Causal with seqlen_q > seqlen_k: the first rows see no key (O = 0, LSE = -inf).
+    cases.push_back({backend, shape(1, 2, 2, 339, 17, 64, DType::kBF16, true)});
+    cases.push_back({backend, shape(1, 2, 2, 4097, 1, 128, DType::kFP16, true)});
+  }
+  return cases;
+}
+
+class GpuGridTest : public ::testing::TestWithParam<GpuCase> {};
+
+TEST_P(GpuGridTest, MatchesReference) {
+  FA_SKIP_WITHOUT_CUDA();
+  const GpuCase& c = GetParam();
+  VerifyOptions opt;
+  opt.backend = c.backend;
+  opt.device = Device::cuda(0);
+  opt.seed = testing::base_seed() + std::hash<std::string>{}(case_name(c)) % 100000;
+  opt.layout = c.layout;
+  opt.kind = c.kind;
+  VerifyReport report;
+  Status st = verify(c.shape, opt, &report);
+  ASSERT_TRUE(st.ok()) << st.to_string();
+  EXPECT_TRUE(report.passed) << report.to_string();
+}
+
+INSTANTIATE_TEST_SUITE_P(Grid, GpuGridTest, ::testing::ValuesIn(grid()),
+                         [](const auto& info) { return case_name(info.param); });
+
+// Allocates q, k, v, out, lse on the GPU for `s`, filled (q/k/v) with seeded normals.
+struct GpuProblem {
+  OwnedTensor q, k, v, out, lse;
+  ForwardParams params;
+};
+
+void make_problem(const ProblemShape& s, std::uint64_t seed, GpuProblem* p) {
+  const Device dev = Device::cuda(0);
+  ASSERT_TRUE(OwnedTensor::create(s.dtype, dev, {s.batch, s.seqlen_q, s.heads, s.head_dim}, &p->q).ok());
+  ASSERT_TRUE(OwnedTensor::create(s.dtype, dev, {s.batch, s.seqlen_k, s.kv_heads, s.head_dim}, &p->k).ok());
+  ASSERT_TRUE(OwnedTensor::create(s.dtype, dev, {s.batch, s.seqlen_k, s.kv_heads, s.head_dim}, &p->v).ok());
+  ASSERT_TRUE(OwnedTensor::create(s.dtype, dev, {s.batch, s.seqlen_q, s.heads, s.head_dim}, &p->out).ok());
+  ASSERT_TRUE(OwnedTensor::create(DType::kFP32, dev, {s.batch, s.heads, s.seqlen_q}, &p->lse).ok());
+  ASSERT_TRUE(p->q.fill_normal(seed, 0, 0.5f, 1.0f).ok());
+  ASSERT_TRUE(p->k.fill_normal(seed, 1, 0.5f, 1.0f).ok());
+  ASSERT_TRUE(p->v.fill_normal(seed, 2, 0.5f, 1.0f).ok());
+  ASSERT_TRUE(p->out.fill_nan().ok());
+  ASSERT_TRUE(p->lse.fill_nan().ok());
+  p->params.q = p->q.view(); p->params.k = p->k.view(); p->params.v = p->v.view();
+  p->params.out = p->out.view(); p->params.lse = p->lse.view();
+  p->params.causal = s.causal;
+}
+
+class GpuBackendTest : public ::testing::TestWithParam<const char*> {};
+
+// Determinism: the forward pass is bit-identical when run twice.
+TEST_P(GpuBackendTest, BitIdenticalRerun) {
+  FA_SKIP_WITHOUT_CUDA();
+  for (bool causal : {false, true}) {
+    GpuProblem p;
+    make_problem(shape(2, 8, 2, 1023, 1025, 128, DType::kBF16, causal), testing::base_seed(), &p);
+    ASSERT_TRUE(forward(p.params, GetParam()).ok());
+    std::vector<float> o1, l1, o2, l2;
+    ASSERT_TRUE(p.out.to_host_float(&o1).ok());
+    ASSERT_TRUE(p.lse.to_host_float(&l1).ok());
+    ASSERT_TRUE(p.out.fill_nan().ok());
+    ASSERT_TRUE(p.lse.fill_nan().ok());
+    ASSERT_TRUE(forward(p.params, GetParam()).ok());
+    ASSERT_TRUE(p.out.to_host_float(&o2).ok());
+    ASSERT_TRUE(p.lse.to_host_float(&l2).ok());
+    ASSERT_EQ(o1.size(), o2.size());
+    EXPECT_EQ(0, std::memcmp(o1.data(), o2.data(), o1.size() * sizeof(float))) << "O differs";
+    EXPECT_EQ(0, std::memcmp(l1.data(), l2.data(), l1.size() * sizeof(float))) << "LSE differs";
+  }
+}
+
+// batch * heads above 65535: no grid-dimension limit.
+TEST_P(GpuBackendTest, ManyHeadsBeyondGridLimit) {
+  FA_SKIP_WITHOUT_CUDA();
+  VerifyOptions opt;
+  opt.backend = GetParam();
+  opt.device = Device::cuda(0);
+  opt.seed = testing::base_seed();
+  VerifyReport report;
+  ASSERT_TRUE(verify(shape(3, 24000, 24000, 3, 5, 8, DType::kBF16, false), opt, &report).ok());
+  EXPECT_TRUE(report.passed) << report.to_string();
+}
+
+// seqlen_k = 0: every row sees no key, O = 0 and LSE = -inf; seqlen_q = 0 / batch = 0: nothing
+// to write, ok.
+TEST_P(GpuBackendTest, EmptySequences) {
+  FA_SKIP_WITHOUT_CUDA();
+  GpuProblem p;
+  make_problem(shape(2, 4, 2, 37, 0, 64, DType::kFP16, false), testing::base_seed(), &p);
+  ASSERT_TRUE(forward(p.params, GetParam()).ok());
+  std::vector<float> o, l;
+  ASSERT_TRUE(p.out.to_host_float(&o).ok());
+  ASSERT_TRUE(p.lse.to_host_float(&l).ok());
+  for (float x : o) ASSERT_EQ(x, 0.0f);
+  for (float x : l) ASSERT_TRUE(std::isinf(x) && x < 0);
+  GpuProblem e;
+  make_problem(shape(2, 4, 2, 0, 17, 64, DType::kFP16, false), testing::base_seed(), &e);
+  EXPECT_TRUE(forward(e.params, GetParam()).ok());
+  GpuProblem z;
+  make_problem(shape(0, 4, 2, 17, 17, 64, DType::kFP16, false), testing::base_seed(), &z);
+  EXPECT_TRUE(forward(z.params, GetParam()).ok());
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, GpuBackendTest, ::testing::Values("naive", "flash"));
+
+// Tensors past 2^31 elements: 64-bit offsets. q, k, v, out have 2^31 + 2^24 elements each
+// (4.3 GB in bf16); the last batch entries are checked against the float64 reference.
+TEST(GpuLargeTest, FlashBeyond2To31Elements) {
+  FA_SKIP_WITHOUT_CUDA();
+  const ProblemShape s = shape(16385, 64, 16, 16, 16, 128, DType::kBF16, false);
+  GpuProblem p;
+  make_problem(s, testing::base_seed(), &p);
+  ASSERT_GT(p.q.numel(), std::int64_t{1} << 31);
+  ASSERT_TRUE(forward(p.params, "flash").ok());
+  std::vector<float> q, k, v, o;
+  ASSERT_TRUE(p.q.to_host_float(&q).ok());
+  ASSERT_TRUE(p.k.to_host_float(&k).ok());
+  ASSERT_TRUE(p.v.to_host_float(&v).ok());
+  ASSERT_TRUE(p.out.to_host_float(&o).ok());
+  // Reference for the last batch entry, on host float32 copies of its slices.
+  const std::int64_t per_q = s.seqlen_q * s.heads * s.head_dim;
+  const std::int64_t per_kv = s.seqlen_k * s.kv_heads * s.head_dim;
+  const std::int64_t b = s.batch - 1;
+  std::vector<float> qb(q.begin() + b * per_q, q.begin() + (b + 1) * per_q);
+  std::vector<float> kb(k.begin() + b * per_kv, k.begin() + (b + 1) * per_kv);
+  std::vector<float> vb(v.begin() + b * per_kv, v.begin() + (b + 1) * per_kv);
+  std::vector<float> ob(per_q);
+  ForwardParams r;
+  r.q = TensorView::contiguous(qb.data(), DType::kFP32, Device::cpu(), {1, s.seqlen_q, s.heads, s.head_dim});
+  r.k = TensorView::contiguous(kb.data(), DType::kFP32, Device::cpu(), {1, s.seqlen_k, s.kv_heads, s.head_dim});
+  r.v = TensorView::contiguous(vb.data(), DType::kFP32, Device::cpu(), {1, s.seqlen_k, s.kv_heads, s.head_dim});
+  r.out = TensorView::contiguous(ob.data(), DType::kFP32, Device::cpu(), {1, s.seqlen_q, s.heads, s.head_dim});
+  std::vector<double> ref(per_q), lse_ref(s.heads * s.seqlen_q);
+  ASSERT_TRUE(cpu::reference_forward_f64(r, ref.data(), lse_ref.data()).ok());
+  double max_err = 0, max_ref = 0;
+  for (std::int64_t i = 0; i < per_q; ++i) {
+    max_err = std::max(max_err, std::abs(o[b * per_q + i] - ref[i]));
+    max_ref = std::max(max_ref, std::abs(ref[i]));
+  }
+  // bf16 output rounding is 2^-9 relative; allow twice that plus the P rounding.
+  EXPECT_LE(max_err, 4.0 * std::ldexp(1.0, -9) * max_ref) << "max_err " << max_err;
+}
+
+// The naive backend computes the bytes S needs and reports OOM with them, writing nothing.
+TEST(GpuNaiveTest, OutOfMemoryIsMeasuredAndReported) {
+  FA_SKIP_WITHOUT_CUDA();
+  // S = 64 heads * 65536^2 * 4 bytes = 1.1 TB: more than any GPU has.
+  const ProblemShape s = shape(1, 64, 64, 65536, 65536, 8, DType::kBF16, false);
+  GpuProblem p;
+  make_problem(s, testing::base_seed(), &p);
+  std::size_t bytes = 0;
+  ASSERT_TRUE(workspace_bytes(p.params, "naive", &bytes).ok());
+  EXPECT_EQ(bytes, std::size_t{64} * 65536 * 65536 * 4);
+  const Status st = forward(p.params, "naive");
+  EXPECT_EQ(st.code(), StatusCode::kOutOfMemory) << st.to_string();
+  EXPECT_NE(st.message().find(std::to_string(bytes)), std::string::npos) << st.message();
+  std::vector<float> o;
+  ASSERT_TRUE(p.out.to_host_float(&o).ok());
+  for (std::size_t i = 0; i < o.size(); i += 4097) ASSERT_TRUE(std::isnan(o[i])) << "written at " << i;
+}
+
+}  // namespace
+}  // namespace flashattn
