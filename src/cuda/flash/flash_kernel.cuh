@@ -145,6 +145,8 @@ flash_forward_kernel(FlashArgs args) {
       }
 
       // Online softmax update; masked scores become -inf (only on tail / diagonal tiles).
+      // s stays unscaled: the exponent is fma(s, scale_log2, -max), one rounding, so scores near
+      // -6e4 keep their low bits (scaling first, then subtracting, loses about 2^-7 there).
       const bool needs_mask = mask.tile_needs_mask(m0, n0, kBlockN);
 #pragma unroll
       for (int i = 0; i < kRows; ++i) {
@@ -152,18 +154,19 @@ flash_forward_kernel(FlashArgs args) {
         float tile_max = -INFINITY;
 #pragma unroll
         for (int j = 0; j < kKeys; ++j) {
-          s[i][j] *= args.scale_log2;
           if (needs_mask && !mask.visible(row, n0 + tx + j * 8)) s[i][j] = -INFINITY;
           tile_max = fmaxf(tile_max, s[i][j]);
         }
-        const float new_max = fmaxf(row_max[i], reduce_max_lanes<Tr::kLanesPerRow>(tile_max));
+        // scale_log2 > 0, so the max of the scaled scores is the scaled max.
+        const float new_max =
+            fmaxf(row_max[i], reduce_max_lanes<Tr::kLanesPerRow>(tile_max) * args.scale_log2);
         const float sub = safe_max(new_max);
         const float alpha = exp2f(row_max[i] - sub);
         row_max[i] = new_max;
         float p_sum = 0.0f;
 #pragma unroll
         for (int j = 0; j < kKeys; ++j) {
-          const float p = exp2f(s[i][j] - sub);
+          const float p = exp2f(fmaf(s[i][j], args.scale_log2, -sub));
           p_sum += p;
           p_smem[(ty * kRows + i) * Tr::kPStride + tx + j * 8] = round_to<T>(p);
         }

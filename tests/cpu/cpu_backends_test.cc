@@ -1,0 +1,699 @@
+// cpu-flash and cpu-reference against the float64 reference (cpu::reference_forward_f64), through
+// the public forward(): fully masked rows, extreme scores (all below -5e4, up to 1e4, a large
+// common offset), GQA, strided views, tails, head dims, dtypes, determinism. This is where an
+// algorithm bug of the flash kernels (a broken -inf guard, a wrong causal tile bound, LSE in the
+// wrong log base) is caught on a machine without a GPU.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <functional>
+#include <limits>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "common/dtype_convert.h"
+#include "common/random.h"
+#include "cpu/reference.h"
+#include "flashattn/flashattn.h"
+#include "test_util.h"
+
+namespace flashattn {
+namespace {
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+constexpr std::size_t kAlign = 64;
+constexpr std::size_t kGuardBytes = 64;
+constexpr std::uint8_t kGuardByte = 0xA5;
+
+enum class Layout {
+  kContiguous,   // plain BSHD
+  kBHSD,         // BHSD storage seen through BSHD strides
+  kPaddedHeads,  // heads [1, heads + 1) of a tensor with heads + 3 heads; LSE rows padded too
+};
+
+const char* layout_name(Layout l) {
+  switch (l) {
+    case Layout::kContiguous: return "contiguous";
+    case Layout::kBHSD: return "bhsd";
+    case Layout::kPaddedHeads: return "padded_heads";
+  }
+  return "?";
+}
+
+// An owning host tensor seen through a strided view, followed by guard bytes. Every byte that is
+// not a logical element (padding, guard) must survive a run unchanged.
+class HostTensor {
+ public:
+  HostTensor(DType dtype, std::vector<std::int64_t> shape, std::vector<std::int64_t> stride,
+             std::int64_t offset, std::int64_t storage_elems)
+      : shape_(std::move(shape)), stride_(std::move(stride)) {
+    const std::size_t elem = dtype_size(dtype);
+    storage_.assign(static_cast<std::size_t>(storage_elems) * elem + kAlign + kGuardBytes,
+                    kGuardByte);
+    const auto addr = reinterpret_cast<std::uintptr_t>(storage_.data());
+    base_ = storage_.data() + (kAlign - addr % kAlign) % kAlign;
+    view_.data = base_ + offset * static_cast<std::int64_t>(elem);
+    view_.dtype = dtype;
+    view_.device = Device::cpu();
+    view_.rank = static_cast<int>(shape_.size());
+    for (int d = 0; d < view_.rank; ++d) {
+      view_.shape[d] = shape_[d];
+      view_.stride[d] = stride_[d];
+    }
+  }
+  HostTensor(const HostTensor&) = delete;
+  HostTensor& operator=(const HostTensor&) = delete;
+
+  // A (batch, seq, heads, head_dim) tensor in `layout`.
+  static HostTensor bshd(DType dtype, std::int64_t b, std::int64_t s, std::int64_t h,
+                         std::int64_t d, Layout layout) {
+    switch (layout) {
+      case Layout::kContiguous:
+        return HostTensor(dtype, {b, s, h, d}, {s * h * d, h * d, d, 1}, 0, b * s * h * d);
+      case Layout::kBHSD:
+        return HostTensor(dtype, {b, s, h, d}, {h * s * d, d, s * d, 1}, 0, b * s * h * d);
+      case Layout::kPaddedHeads: {
+        const std::int64_t wide = h + 3;
+        return HostTensor(dtype, {b, s, h, d}, {s * wide * d, wide * d, d, 1}, d,
+                          b * s * wide * d);
+      }
+    }
+    return HostTensor(dtype, {0, 0, 0, 0}, {1, 1, 1, 1}, 0, 0);
+  }
+  // The float32 (batch, heads, seqlen_q) LSE.
+  static HostTensor lse(std::int64_t b, std::int64_t h, std::int64_t s, Layout layout) {
+    if (layout == Layout::kContiguous) {
+      return HostTensor(DType::kFP32, {b, h, s}, {h * s, s, 1}, 0, b * h * s);
+    }
+    const std::int64_t row = s + 5;  // a padded row: elements s..s+4 of every row are not LSE
+    return HostTensor(DType::kFP32, {b, h, s}, {h * row, row, 1}, 0, b * h * row);
+  }
+
+  const TensorView& view() const { return view_; }
+  std::int64_t numel() const { return view_.numel(); }
+
+  // Calls fn(linear, idx) for every logical element in row-major order.
+  void for_each(const std::function<void(std::int64_t, const std::int64_t*)>& fn) const {
+    const int rank = view_.rank;
+    std::int64_t idx[kMaxRank] = {0, 0, 0, 0};
+    for (std::int64_t linear = 0; linear < numel(); ++linear) {
+      std::int64_t rest = linear;
+      for (int d = rank - 1; d >= 0; --d) {
+        idx[d] = rest % shape_[d];
+        rest /= shape_[d];
+      }
+      fn(linear, idx);
+    }
+  }
+  std::int64_t offset(const std::int64_t* idx) const {
+    std::int64_t off = 0;
+    for (int d = 0; d < view_.rank; ++d) off += idx[d] * stride_[d];
+    return off;
+  }
+  // Fills element (idx) with gen(linear, idx) rounded to the dtype.
+  void fill(const std::function<float(std::int64_t, const std::int64_t*)>& gen) {
+    for_each([&](std::int64_t linear, const std::int64_t* idx) {
+      store_from_float(view_.data, view_.dtype, offset(idx), gen(linear, idx));
+    });
+  }
+  // Every storage byte set to 0xFF (NaN in all three dtypes); the guard bytes reset to kGuardByte.
+  void poison() {
+    const auto begin = static_cast<std::size_t>(base_ - storage_.data());
+    std::fill(storage_.begin() + static_cast<std::ptrdiff_t>(begin),
+              storage_.end() - static_cast<std::ptrdiff_t>(kGuardBytes), 0xFF);
+    std::fill(storage_.end() - static_cast<std::ptrdiff_t>(kGuardBytes), storage_.end(),
+              kGuardByte);
+  }
+  // The logical elements as double, row-major.
+  std::vector<double> to_double() const {
+    std::vector<double> out(static_cast<std::size_t>(numel()));
+    for_each([&](std::int64_t linear, const std::int64_t* idx) {
+      out[static_cast<std::size_t>(linear)] = load_as_float(view_.data, view_.dtype, offset(idx));
+    });
+    return out;
+  }
+  // Bytes that are not logical elements (padding and guard), for the untouched-bytes check.
+  std::vector<std::uint8_t> non_element_bytes() const {
+    std::vector<bool> element(storage_.size(), false);
+    const auto first = static_cast<std::size_t>(static_cast<std::uint8_t*>(view_.data) -
+                                                storage_.data());
+    const std::size_t elem = dtype_size(view_.dtype);
+    for_each([&](std::int64_t, const std::int64_t* idx) {
+      const std::size_t at = first + static_cast<std::size_t>(offset(idx)) * elem;
+      for (std::size_t i = 0; i < elem; ++i) element[at + i] = true;
+    });
+    std::vector<std::uint8_t> out;
+    for (std::size_t i = 0; i < storage_.size(); ++i) {
+      if (!element[i]) out.push_back(storage_[i]);
+    }
+    return out;
+  }
+
+ private:
+  std::vector<std::int64_t> shape_, stride_;
+  std::vector<std::uint8_t> storage_;
+  std::uint8_t* base_ = nullptr;
+  TensorView view_;
+};
+
+struct Config {
+  std::int64_t batch = 1, heads = 2, kv_heads = 2, seqlen_q = 64, seqlen_k = 64, head_dim = 64;
+  DType dtype = DType::kFP32;
+  bool causal = false;
+  std::optional<float> scale;
+  Layout layout = Layout::kContiguous;
+  std::uint64_t seed = testing::base_seed();
+
+  std::string to_string() const {
+    std::ostringstream os;
+    os << "b=" << batch << " h=" << heads << "/" << kv_heads << " sq=" << seqlen_q
+       << " sk=" << seqlen_k << " d=" << head_dim << " " << dtype_name(dtype)
+       << (causal ? " causal" : "") << " layout=" << layout_name(layout);
+    if (scale) os << " scale=" << *scale;
+    os << " seed=" << seed;
+    return os.str();
+  }
+};
+
+using Generator = std::function<float(std::int64_t, const std::int64_t*)>;
+
+// N(0.5, 1) from the counter-based generator: tensor `stream`, element `linear`.
+Generator normal_inputs(std::uint64_t seed, std::uint64_t stream) {
+  return [=](std::int64_t linear, const std::int64_t*) {
+    return 0.5f + normal_at(seed, stream, static_cast<std::uint64_t>(linear));
+  };
+}
+
+// N(0.5, 1) rounded to a multiple of 0.5 in [-4, 4]: exact in every dtype, and every dot product
+// of such vectors (head_dim <= 256) is exact in float32, so extreme-score tests measure the
+// softmax, not the rounding of Q K^T.
+float quantized(std::uint64_t seed, std::uint64_t stream, std::int64_t linear) {
+  const float x = 0.5f + normal_at(seed, stream, static_cast<std::uint64_t>(linear));
+  return std::clamp(std::round(2.0f * x) / 2.0f, -4.0f, 4.0f);
+}
+
+struct Result {
+  std::vector<double> o;    // row-major (batch, seqlen_q, heads, head_dim)
+  std::vector<double> lse;  // (batch, heads, seqlen_q)
+};
+
+class Problem {
+ public:
+  explicit Problem(const Config& c)
+      : config(c),
+        q(HostTensor::bshd(c.dtype, c.batch, c.seqlen_q, c.heads, c.head_dim, c.layout)),
+        k(HostTensor::bshd(c.dtype, c.batch, c.seqlen_k, c.kv_heads, c.head_dim, c.layout)),
+        v(HostTensor::bshd(c.dtype, c.batch, c.seqlen_k, c.kv_heads, c.head_dim, c.layout)),
+        out(HostTensor::bshd(c.dtype, c.batch, c.seqlen_q, c.heads, c.head_dim, c.layout)),
+        lse(HostTensor::lse(c.batch, c.heads, c.seqlen_q, c.layout)) {
+    q.fill(normal_inputs(c.seed, 0));
+    k.fill(normal_inputs(c.seed, 1));
+    v.fill(normal_inputs(c.seed, 2));
+  }
+
+  ForwardParams params() const {
+    ForwardParams p;
+    p.q = q.view();
+    p.k = k.view();
+    p.v = v.view();
+    p.out = out.view();
+    p.lse = lse.view();
+    p.softmax_scale = config.scale;
+    p.causal = config.causal;
+    return p;
+  }
+
+  // Poisons the outputs, runs `backend` through forward(), checks padding and guards, reads back.
+  Result run(const std::string& backend) {
+    return run_with([&](const ForwardParams& p) { return forward(p, backend); }, backend);
+  }
+  Result run_with(const std::function<Status(const ForwardParams&)>& runner,
+                  const std::string& what) {
+    out.poison();
+    lse.poison();
+    const auto out_pad = out.non_element_bytes(), lse_pad = lse.non_element_bytes();
+    const auto inputs = {q.to_double(), k.to_double(), v.to_double()};
+    const Status st = runner(params());
+    EXPECT_TRUE(st.ok()) << what << ": " << st.to_string() << " [" << config.to_string() << "]";
+    EXPECT_TRUE(out.non_element_bytes() == out_pad)
+        << what << " wrote outside out's elements [" << config.to_string() << "]";
+    EXPECT_TRUE(lse.non_element_bytes() == lse_pad)
+        << what << " wrote outside lse's elements [" << config.to_string() << "]";
+    const auto inputs_after = {q.to_double(), k.to_double(), v.to_double()};
+    EXPECT_TRUE(std::equal(inputs.begin(), inputs.end(), inputs_after.begin()))
+        << what << " modified an input [" << config.to_string() << "]";
+    return {out.to_double(), lse.to_double()};
+  }
+
+  Result reference() const {
+    Result r;
+    r.o.assign(static_cast<std::size_t>(out.numel()), 0.0);
+    r.lse.assign(static_cast<std::size_t>(lse.numel()), 0.0);
+    const Status st = cpu::reference_forward_f64(params(), r.o.data(), r.lse.data());
+    EXPECT_TRUE(st.ok()) << st.to_string();
+    return r;
+  }
+
+  Config config;
+  HostTensor q, k, v, out, lse;
+};
+
+struct Tolerance {
+  double o_abs = 0;
+  double lse_abs = 1e-4;
+  double lse_rel = 4 * 1.2e-7;  // float32 LSE of a large-magnitude row: a few ulps
+};
+
+double max_abs(const std::vector<double>& x) {
+  double m = 0;
+  for (double e : x) m = std::max(m, std::fabs(e));
+  return m;
+}
+
+// The dtype's rounding bound: fp32 1e-5 absolute (N(0.5, 1) inputs, moderate sizes); bf16 and
+// fp16 4 units of the output's last place at max|O_ref| (P is rounded to the dtype before PV,
+// then O is rounded on store), plus a little absolute slack.
+Tolerance dtype_tolerance(DType dtype, const Result& ref) {
+  Tolerance tol;
+  const double o_max = max_abs(ref.o);
+  switch (dtype) {
+    case DType::kFP32: tol.o_abs = 1e-5; break;
+    case DType::kBF16: tol.o_abs = 4 * std::ldexp(1.0, -8) * o_max + 1e-6; break;
+    case DType::kFP16: tol.o_abs = 4 * std::ldexp(1.0, -11) * o_max + 1e-6; break;
+  }
+  return tol;
+}
+
+// Every row matches the reference: rows that see no key (LSE_ref = -inf) give O == 0 exactly and
+// LSE == -inf; the others are within `tol`, finite. The message has the config, the seed, the
+// errors and the first mismatching (b, s, h, d).
+::testing::AssertionResult matches(const Config& c, const Result& got, const Result& ref,
+                                   const Tolerance& tol, const std::string& what) {
+  double o_err = 0, lse_err = 0;
+  std::int64_t bad = 0, masked_rows = 0;
+  std::ostringstream first;
+  const std::int64_t d_n = c.head_dim;
+  for (std::int64_t b = 0; b < c.batch; ++b) {
+    for (std::int64_t s = 0; s < c.seqlen_q; ++s) {
+      for (std::int64_t h = 0; h < c.heads; ++h) {
+        const auto row = static_cast<std::size_t>((b * c.heads + h) * c.seqlen_q + s);
+        const double lse_ref = ref.lse[row], lse_got = got.lse[row];
+        const bool masked = lse_ref == -kInf;
+        masked_rows += masked;
+        const double lse_tol = tol.lse_abs + tol.lse_rel * std::fabs(lse_ref);
+        const bool lse_ok = masked ? lse_got == -kInf : std::fabs(lse_got - lse_ref) <= lse_tol;
+        if (!lse_ok && bad++ == 0) {
+          first << "LSE(b=" << b << ", h=" << h << ", s=" << s << ") = " << lse_got << " vs "
+                << lse_ref;
+        }
+        if (!masked) lse_err = std::max(lse_err, std::fabs(lse_got - lse_ref));
+        for (std::int64_t d = 0; d < d_n; ++d) {
+          const auto at =
+              static_cast<std::size_t>(((b * c.seqlen_q + s) * c.heads + h) * d_n + d);
+          const double err = std::fabs(got.o[at] - ref.o[at]);
+          const bool ok = masked ? got.o[at] == 0.0 : err <= tol.o_abs;
+          if (!ok && bad++ == 0) {
+            first << "O(b=" << b << ", s=" << s << ", h=" << h << ", d=" << d
+                  << ") = " << got.o[at] << " vs " << ref.o[at]
+                  << (masked ? " (row sees no key: expected exactly 0)" : "");
+          }
+          if (!std::isnan(err)) o_err = std::max(o_err, err);
+        }
+      }
+    }
+  }
+  if (bad == 0) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure()
+         << what << " [" << c.to_string() << "]: " << bad << " mismatches, first " << first.str()
+         << "; max|O - O_ref| = " << o_err << " (tolerance " << tol.o_abs
+         << "), max|LSE - LSE_ref| = " << lse_err << ", fully masked rows " << masked_rows;
+}
+
+// Both CPU backends against the float64 reference with the dtype's tolerance.
+void check_backends(Problem& problem, const Tolerance* override_tol = nullptr) {
+  const Result ref = problem.reference();
+  const Tolerance tol = override_tol ? *override_tol : dtype_tolerance(problem.config.dtype, ref);
+  for (const char* backend : {"cpu-flash", "cpu-reference"}) {
+    const Result got = problem.run(backend);
+    EXPECT_TRUE(matches(problem.config, got, ref, tol, backend));
+  }
+}
+
+// ---- fully masked rows ----
+
+TEST(CpuBackends, FullyMaskedRowsGiveZeroAndMinusInf) {
+  struct Lengths { std::int64_t q, k; };
+  for (Lengths len : {Lengths{203, 113}, Lengths{17, 1}, Lengths{130, 64}, Lengths{5, 0}}) {
+    for (DType dtype : {DType::kFP32, DType::kBF16}) {
+      Config c;
+      c.seqlen_q = len.q;
+      c.seqlen_k = len.k;
+      c.dtype = dtype;
+      c.causal = len.k > 0;  // seqlen_k == 0 masks every row without causal
+      SCOPED_TRACE(c.to_string());
+      Problem problem(c);
+      const Result ref = problem.reference();
+      // Bottom-right alignment: rows below seqlen_q - seqlen_k see no key.
+      for (std::int64_t s = 0; s < c.seqlen_q; ++s) {
+        const bool expect_masked = s < c.seqlen_q - c.seqlen_k;
+        ASSERT_EQ(ref.lse[static_cast<std::size_t>(s)] == -kInf, expect_masked) << "row " << s;
+      }
+      for (const char* backend : {"cpu-flash", "cpu-reference"}) {
+        const Result got = problem.run(backend);
+        EXPECT_TRUE(matches(c, got, ref, dtype_tolerance(dtype, ref), backend));
+        for (double o : got.o) ASSERT_FALSE(std::isnan(o)) << backend;
+      }
+    }
+  }
+}
+
+// ---- extreme scores ----
+
+// Every score of every row is near -6.25e4 (q = -c * k along the first dim, scale 1): far below a
+// finite "-inf" sentinel such as -5e4 or -1e4, which would zero these rows.
+TEST(CpuBackends, AllScoresBelowMinus5e4StillSoftmax) {
+  for (DType dtype : {DType::kFP32, DType::kBF16}) {
+    for (bool causal : {false, true}) {
+      Config c;
+      c.seqlen_q = 113;
+      c.seqlen_k = 203;
+      c.dtype = dtype;
+      c.causal = causal;
+      c.scale = 1.0f;
+      SCOPED_TRACE(c.to_string());
+      Problem problem(c);
+      problem.q.fill([&](std::int64_t i, const std::int64_t* idx) {
+        return idx[3] == 0 ? -250.0f : quantized(c.seed, 0, i);
+      });
+      problem.k.fill([&](std::int64_t i, const std::int64_t* idx) {
+        return idx[3] == 0 ? 250.0f : quantized(c.seed, 1, i);
+      });
+      const Result ref = problem.reference();
+      for (double l : ref.lse) ASSERT_LT(l, -5e4);  // the premise: every row's max is below -5e4
+      check_backends(problem);
+    }
+  }
+}
+
+// Scores spread up to ~1e4 that grow along the keys: the running max rises in every K tile, so
+// the rescale factor alpha = exp2(m_old - m_new) ranges from moderate (e^-4) to exactly 0.
+TEST(CpuBackends, LargeScoresRunningMaxRescale) {
+  for (float slope : {0.125f, 2.0f, 50.0f}) {
+    for (DType dtype : {DType::kFP32, DType::kBF16, DType::kFP16}) {
+      Config c;
+      c.seqlen_q = 97;
+      c.seqlen_k = 203;
+      c.dtype = dtype;
+      c.causal = slope == 2.0f;
+      c.scale = 1.0f;
+      SCOPED_TRACE(c.to_string() + " slope " + std::to_string(slope));
+      Problem problem(c);
+      problem.q.fill([&](std::int64_t i, const std::int64_t* idx) {
+        return idx[3] == 0 ? slope : quantized(c.seed, 0, i);
+      });
+      problem.k.fill([&](std::int64_t i, const std::int64_t* idx) {
+        return idx[3] == 0 ? 0.5f * static_cast<float>(idx[1]) : quantized(c.seed, 1, i);
+      });
+      const Result ref = problem.reference();
+      if (slope == 50.0f) {
+        EXPECT_GT(max_abs(ref.lse), 4e3);
+      }
+      check_backends(problem);
+    }
+  }
+}
+
+// Every score is 1e4 plus a spread of a few tens: the softmax is not one-hot, so O depends on the
+// common offset cancelling exactly in exp(S - m).
+TEST(CpuBackends, LargeCommonOffset) {
+  for (DType dtype : {DType::kFP32, DType::kBF16}) {
+    Config c;
+    c.seqlen_q = 64;
+    c.seqlen_k = 203;
+    c.dtype = dtype;
+    c.scale = 0.25f;
+    SCOPED_TRACE(c.to_string());
+    Problem problem(c);
+    problem.q.fill([&](std::int64_t i, const std::int64_t* idx) {
+      return idx[3] == 0 ? 200.0f : quantized(c.seed, 0, i);
+    });
+    problem.k.fill([&](std::int64_t i, const std::int64_t* idx) {
+      return idx[3] == 0 ? 200.0f : quantized(c.seed, 1, i);
+    });
+    check_backends(problem);
+  }
+}
+
+// Unquantized N(0.5, 1) inputs with scores up to ~1e4: Q K^T itself rounds in float32 here, so the
+// bound is docs/testing.md's: max|O - O_ref| <= 2 * max|O_baseline - O_ref| + atol, with the
+// float32 naive algorithm as the baseline.
+TEST(CpuBackends, LargeScoresWithinBaselineBound) {
+  for (DType dtype : {DType::kFP32, DType::kBF16}) {
+    Config c;
+    c.seqlen_q = 113;
+    c.seqlen_k = 203;
+    c.dtype = dtype;
+    c.scale = 400.0f;
+    SCOPED_TRACE(c.to_string());
+    Problem problem(c);
+    const Result ref = problem.reference();
+    EXPECT_GT(max_abs(ref.lse), 5e3);
+    const Result base = problem.run_with(cpu::naive_forward<float>, "cpu naive<float>");
+    double base_err = 0, rounding = 0, base_lse_err = 0;
+    for (std::size_t i = 0; i < ref.o.size(); ++i) {
+      base_err = std::max(base_err, std::fabs(base.o[i] - ref.o[i]));
+      rounding = std::max(rounding, std::fabs(round_to_dtype(static_cast<float>(ref.o[i]), dtype) -
+                                              ref.o[i]));
+    }
+    for (std::size_t i = 0; i < ref.lse.size(); ++i) {
+      base_lse_err = std::max(base_lse_err, std::fabs(base.lse[i] - ref.lse[i]));
+    }
+    Tolerance tol;
+    tol.o_abs = 2 * base_err + 2 * rounding + 1e-6;
+    tol.lse_abs = 2 * base_lse_err + 1e-3;  // scores of ~1e4 carry the float32 rounding of Q K^T
+    const Result got = problem.run("cpu-flash");
+    EXPECT_TRUE(matches(c, got, ref, tol, "cpu-flash")) << "baseline error " << base_err;
+  }
+}
+
+// ---- GQA ----
+
+// 6 query heads on 2 and on 1 kv heads equal the same problem with K and V heads repeated
+// explicitly (head h reads kv head h / (heads / kv_heads)), bit for bit, and match float64.
+TEST(CpuBackends, GroupedQueryHeadMapping) {
+  for (std::int64_t kv_heads : {2, 1}) {
+    for (DType dtype : {DType::kFP32, DType::kBF16}) {
+      Config c;
+      c.heads = 6;
+      c.kv_heads = kv_heads;
+      c.seqlen_q = 77;
+      c.seqlen_k = 130;
+      c.dtype = dtype;
+      c.causal = kv_heads == 1;
+      SCOPED_TRACE(c.to_string());
+      Problem gqa(c);
+      check_backends(gqa);
+
+      Config mha_config = c;
+      mha_config.kv_heads = c.heads;
+      Problem mha(mha_config);
+      const std::int64_t group = c.heads / kv_heads;
+      const std::vector<double> k_small = gqa.k.to_double(), v_small = gqa.v.to_double();
+      auto expand = [&](const std::vector<double>& small) {
+        return [&, group](std::int64_t, const std::int64_t* idx) {
+          const std::int64_t at = ((idx[0] * c.seqlen_k + idx[1]) * kv_heads + idx[2] / group) *
+                                      c.head_dim + idx[3];
+          return static_cast<float>(small[static_cast<std::size_t>(at)]);
+        };
+      };
+      mha.k.fill(expand(k_small));
+      mha.v.fill(expand(v_small));
+      for (const char* backend : {"cpu-flash", "cpu-reference"}) {
+        const Result a = gqa.run(backend), b = mha.run(backend);
+        EXPECT_TRUE(a.o == b.o && a.lse == b.lse) << backend << ": GQA differs from expanded MHA";
+      }
+    }
+  }
+}
+
+// ---- strided views ----
+
+// BHSD storage seen through BSHD strides, and heads sliced out of a wider tensor (with a padded
+// LSE), give bit-identical results to contiguous tensors and never write into the padding.
+TEST(CpuBackends, StridedViewsMatchContiguous) {
+  for (Layout layout : {Layout::kBHSD, Layout::kPaddedHeads}) {
+    for (DType dtype : {DType::kFP32, DType::kFP16}) {
+      Config c;
+      c.batch = 2;
+      c.heads = 4;
+      c.kv_heads = 2;
+      c.seqlen_q = 70;
+      c.seqlen_k = 93;
+      c.head_dim = 40;
+      c.dtype = dtype;
+      c.causal = layout == Layout::kBHSD;
+      Problem contiguous(c);
+      c.layout = layout;
+      SCOPED_TRACE(c.to_string());
+      Problem strided(c);  // same seed: the same logical values
+      ASSERT_EQ(contiguous.q.to_double(), strided.q.to_double());
+      check_backends(strided);
+      for (const char* backend : {"cpu-flash", "cpu-reference"}) {
+        const Result a = contiguous.run(backend), b = strided.run(backend);
+        EXPECT_TRUE(a.o == b.o && a.lse == b.lse) << backend << ": strided differs from contiguous";
+      }
+    }
+  }
+}
+
+// ---- tails and head dims (parameterized grid; FLASHATTN_TEST_TIER=full for the rest) ----
+
+struct GridCase {
+  std::int64_t seqlen_q, seqlen_k, head_dim;
+  DType dtype;
+  bool causal;
+};
+
+// For gtest's failure lines ("where GetParam() = ...").
+void PrintTo(const GridCase& g, std::ostream* os) {
+  *os << "sq=" << g.seqlen_q << " sk=" << g.seqlen_k << " d=" << g.head_dim << " "
+      << dtype_name(g.dtype) << (g.causal ? " causal" : "");
+}
+
+std::string grid_name(const ::testing::TestParamInfo<GridCase>& info) {
+  const GridCase& g = info.param;
+  return "sq" + std::to_string(g.seqlen_q) + "_sk" + std::to_string(g.seqlen_k) + "_d" +
+         std::to_string(g.head_dim) + "_" + std::string(dtype_name(g.dtype)) +
+         (g.causal ? "_causal" : "");
+}
+
+// The grids come in two disjoint parts: the quick tier (suite prefix "Quick/", run by default)
+// and the rest of the full grid ("Full/", run by `FLASHATTN_TEST_TIER=full scripts/test.sh`).
+bool same_case(const GridCase& a, const GridCase& b) {
+  return a.seqlen_q == b.seqlen_q && a.seqlen_k == b.seqlen_k && a.head_dim == b.head_dim &&
+         a.dtype == b.dtype && a.causal == b.causal;
+}
+
+std::vector<GridCase> minus(const std::vector<GridCase>& all, const std::vector<GridCase>& quick) {
+  std::vector<GridCase> rest;
+  for (const GridCase& c : all) {
+    bool in_quick = false;
+    for (const GridCase& q : quick) in_quick = in_quick || same_case(c, q);
+    if (!in_quick) rest.push_back(c);
+  }
+  return rest;
+}
+
+std::vector<GridCase> tail_cases(bool full) {
+  struct Pair { std::int64_t q, k; };
+  std::vector<Pair> pairs;
+  std::vector<DType> dtypes = {DType::kFP32, DType::kBF16};
+  if (!full) {
+    pairs = {{1, 1}, {17, 17}, {113, 203}, {203, 113}, {1, 1023}, {1023, 17}, {64, 64}, {65, 127}};
+  } else {
+    const std::int64_t lengths[] = {1, 17, 113, 127, 203, 239, 1023, 1025};
+    for (std::int64_t q : lengths) {
+      for (std::int64_t k : lengths) pairs.push_back({q, k});
+    }
+    for (Pair p : {Pair{1, 4097}, Pair{4097, 1}, Pair{1023, 1024}, Pair{1024, 1023}}) {
+      pairs.push_back(p);
+    }
+    dtypes.push_back(DType::kFP16);
+  }
+  std::vector<GridCase> cases;
+  for (Pair p : pairs) {
+    for (DType dtype : dtypes) {
+      for (bool causal : {false, true}) cases.push_back({p.q, p.k, 64, dtype, causal});
+    }
+  }
+  return full ? minus(cases, tail_cases(false)) : cases;
+}
+
+std::vector<GridCase> head_dim_cases(bool full) {
+  std::vector<GridCase> cases;
+  for (std::int64_t d : {8, 64, 72, 128, 256}) {
+    for (DType dtype : {DType::kFP32, DType::kBF16, DType::kFP16}) {
+      if (!full) {
+        cases.push_back({113, 203, d, dtype, false});
+      } else {
+        cases.push_back({203, 113, d, dtype, true});
+        cases.push_back({1023, 1023, d, dtype, true});
+      }
+    }
+  }
+  return cases;
+}
+
+class CpuBackendsGrid : public ::testing::TestWithParam<GridCase> {};
+
+TEST_P(CpuBackendsGrid, MatchesFloat64Reference) {
+  const GridCase& g = GetParam();
+  Config c;
+  c.seqlen_q = g.seqlen_q;
+  c.seqlen_k = g.seqlen_k;
+  c.head_dim = g.head_dim;
+  c.dtype = g.dtype;
+  c.causal = g.causal;
+  c.heads = 2;
+  c.kv_heads = 1;
+  Problem problem(c);
+  check_backends(problem);
+}
+
+INSTANTIATE_TEST_SUITE_P(QuickTails, CpuBackendsGrid, ::testing::ValuesIn(tail_cases(false)),
+                         grid_name);
+INSTANTIATE_TEST_SUITE_P(QuickHeadDims, CpuBackendsGrid,
+                         ::testing::ValuesIn(head_dim_cases(false)), grid_name);
+INSTANTIATE_TEST_SUITE_P(FullTails, CpuBackendsGrid, ::testing::ValuesIn(tail_cases(true)),
+                         grid_name);
+INSTANTIATE_TEST_SUITE_P(FullHeadDims, CpuBackendsGrid, ::testing::ValuesIn(head_dim_cases(true)),
+                         grid_name);
+
+// ---- the float32 baseline and determinism ----
+
+// naive_forward<float> (the verifier's baseline) is float32 arithmetic: close to float64, and
+// never better than the output rounding.
+TEST(CpuBackends, Float32BaselineNearReference) {
+  for (DType dtype : {DType::kFP32, DType::kBF16, DType::kFP16}) {
+    Config c;
+    c.seqlen_q = 250;
+    c.seqlen_k = 203;
+    c.dtype = dtype;
+    c.causal = true;
+    SCOPED_TRACE(c.to_string());
+    Problem problem(c);
+    const Result ref = problem.reference();
+    const Result base = problem.run_with(cpu::naive_forward<float>, "cpu naive<float>");
+    EXPECT_TRUE(matches(c, base, ref, dtype_tolerance(dtype, ref), "cpu naive<float>"));
+  }
+}
+
+TEST(CpuBackends, FlashIsDeterministic) {
+  for (DType dtype : {DType::kFP32, DType::kBF16}) {
+    Config c;
+    c.batch = 2;
+    c.heads = 3;
+    c.kv_heads = 1;
+    c.seqlen_q = 300;
+    c.seqlen_k = 257;
+    c.dtype = dtype;
+    c.causal = true;
+    SCOPED_TRACE(c.to_string());
+    Problem problem(c);
+    const Result first = problem.run("cpu-flash");
+    for (int rerun = 0; rerun < 3; ++rerun) {
+      const Result again = problem.run("cpu-flash");
+      ASSERT_EQ(std::memcmp(first.o.data(), again.o.data(), first.o.size() * sizeof(double)), 0);
+      ASSERT_EQ(std::memcmp(first.lse.data(), again.lse.data(), first.lse.size() * sizeof(double)),
+                0);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace flashattn
