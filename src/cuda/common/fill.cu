@@ -15,26 +15,28 @@ namespace {
 
 constexpr int kThreads = 256;
 
+// Shape and strides right-aligned to kMaxRank dims (leading dims of size 1), so offset_of
+// unrolls fully and the arrays stay in registers.
 struct Layout {
-  int rank;
   std::int64_t shape[kMaxRank];
   std::int64_t stride[kMaxRank];
 };
 
 Layout layout_of(const TensorView& t) {
   Layout l{};
-  l.rank = t.rank;
+  const int pad = kMaxRank - t.rank;
   for (int d = 0; d < kMaxRank; ++d) {
-    l.shape[d] = t.shape[d];
-    l.stride[d] = t.stride[d];
+    l.shape[d] = d < pad ? 1 : t.shape[d - pad];
+    l.stride[d] = d < pad ? 0 : t.stride[d - pad];
   }
   return l;
 }
 
 // Element offset of logical row-major index i.
-__device__ std::int64_t offset_of(const Layout& l, std::int64_t i) {
+__device__ __forceinline__ std::int64_t offset_of(const Layout& l, std::int64_t i) {
   std::int64_t off = 0;
-  for (int d = l.rank - 1; d >= 0; --d) {
+#pragma unroll
+  for (int d = kMaxRank - 1; d >= 0; --d) {
     off += (i % l.shape[d]) * l.stride[d];
     i /= l.shape[d];
   }
