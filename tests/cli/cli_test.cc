@@ -1,8 +1,6 @@
 // The `flashattn` command-line tool end to end: the built binary (FLASHATTN_CLI_PATH) is run with
 // std::system, its stdout, stderr and exit status captured and checked.
-//
-// tests/CMakeLists.txt links each test with the library only, so the tool's npy.cc (used here to
-// write inputs and read outputs) is compiled in.
+// The tool's npy.cc (used here to write inputs and read outputs) is compiled into this test.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>

@@ -1,7 +1,5 @@
 // The .npy reader/writer of the flashattn tool: round trips and every malformed case.
-//
-// tests/CMakeLists.txt builds each *_test.cc into its own executable linked with the library only,
-// so the tool's npy.cc (not part of the library) is compiled in here.
+// (tests/CMakeLists.txt compiles the tool's npy.cc into the cli test executables.)
 #include "npy.h"
 
 #include <gtest/gtest.h>
