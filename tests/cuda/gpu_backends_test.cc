@@ -115,10 +115,10 @@ TEST_P(GpuGridTest, MatchesReference) {
   EXPECT_TRUE(report.passed) << report.to_string();
 }
 
-INSTANTIATE_TEST_SUITE_P(Quick, GpuGridTest, ::testing::ValuesIn(grid(false)),
-                         [](const auto& info) { return case_name(info.param); });
-INSTANTIATE_TEST_SUITE_P(Full, GpuGridTest, ::testing::ValuesIn(grid(true)),
-                         [](const auto& info) { return case_name(info.param); });
+std::string param_name(const ::testing::TestParamInfo<GpuCase>& p) { return case_name(p.param); }
+
+INSTANTIATE_TEST_SUITE_P(Quick, GpuGridTest, ::testing::ValuesIn(grid(false)), param_name);
+INSTANTIATE_TEST_SUITE_P(Full, GpuGridTest, ::testing::ValuesIn(grid(true)), param_name);
 
 // Allocates q, k, v, out, lse on the GPU for `s`, filled (q/k/v) with seeded normals.
 struct GpuProblem {
