@@ -1,1 +1,307 @@
-// placeholder: being written
+// run_bench(): for each sequence length, fresh N(0.5, 1) inputs on the device, then every backend
+// timed on them; the table and CSV writers.
+//
+// The first call of each cell goes through forward() (validation, backend selection, support
+// check). The timed calls then go to the backend's run() directly: validation queries pointer
+// attributes (several microseconds of host time) and would otherwise swamp the shortest cells.
+#include "bench/bench.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <optional>
+#include <sstream>
+
+#include "api/backend.h"
+#include "bench/timer.h"
+#include "verify/inputs.h"
+
+namespace flashattn {
+namespace {
+
+std::string_view cell_status_name(CellStatus s) {
+  switch (s) {
+    case CellStatus::kOk: return "ok";
+    case CellStatus::kOutOfMemory: return "OOM";
+    case CellStatus::kUnsupported: return "unsupported";
+    case CellStatus::kError: return "error";
+  }
+  return "?";
+}
+
+CellStatus cell_status_of(const Status& st) {
+  switch (st.code()) {
+    case StatusCode::kOk: return CellStatus::kOk;
+    case StatusCode::kOutOfMemory: return CellStatus::kOutOfMemory;
+    case StatusCode::kUnsupported:
+    case StatusCode::kUnsupportedHeadDim:
+    case StatusCode::kBackendUnavailable:
+    case StatusCode::kInvalidDevice: return CellStatus::kUnsupported;
+    default: return CellStatus::kError;
+  }
+}
+
+// Bytes of q, k, v, out (the test dtype) and LSE (float32), from the shape alone.
+std::size_t io_bytes(const ProblemShape& s) {
+  const std::size_t elem = dtype_size(s.dtype);
+  const auto q = static_cast<std::size_t>(s.batch * s.seqlen_q * s.heads * s.head_dim);
+  const auto kv = static_cast<std::size_t>(s.batch * s.seqlen_k * s.kv_heads * s.head_dim);
+  const auto lse = static_cast<std::size_t>(s.batch * s.heads * s.seqlen_q);
+  return (2 * q + 2 * kv) * elem + lse * sizeof(float);
+}
+
+// Params over null tensors of the shape: enough for workspace_bytes(), which reads sizes only.
+ForwardParams shape_params(const ProblemShape& s, Device device) {
+  ForwardParams p;
+  p.q = TensorView::contiguous(nullptr, s.dtype, device, {s.batch, s.seqlen_q, s.heads, s.head_dim});
+  p.k = TensorView::contiguous(nullptr, s.dtype, device,
+                               {s.batch, s.seqlen_k, s.kv_heads, s.head_dim});
+  p.v = p.k;
+  p.out = p.q;
+  p.lse = TensorView::contiguous(nullptr, DType::kFP32, device, {s.batch, s.heads, s.seqlen_q});
+  p.softmax_scale = s.scale;
+  p.causal = s.causal;
+  return p;
+}
+
+struct Timers {
+  bool on_cuda = false;
+  bench::L2Flusher flusher;
+  bench::CudaEventTimer events;
+};
+
+// One timed call of `backend` on `params`.
+Status time_once(const Backend& backend, const ForwardParams& params, Timers& timers, double* ms) {
+  if (!timers.on_cuda) {
+    const double t0 = bench::steady_ms();
+    Status st = backend.run(params, nullptr);
+    *ms = bench::steady_ms() - t0;
+    return st;
+  }
+  Status st = timers.flusher.flush(nullptr);
+  if (st.ok()) st = timers.events.start(nullptr);
+  if (st.ok()) st = backend.run(params, nullptr);
+  if (st.ok()) st = timers.events.stop(nullptr);
+  if (st.ok()) st = timers.events.elapsed_ms(ms);
+  return st;
+}
+
+void run_cell(const BenchOptions& o, const ProblemShape& shape, const ForwardParams& params,
+              Timers& timers, BenchCell* cell) {
+  Status st = forward(params, cell->backend);  // validates, resolves, checks support; warm-up 1
+  if (st.ok()) {
+    std::string resolved;
+    st = resolve_backend(params, cell->backend, &resolved);
+    const Backend* backend = st.ok() ? find_backend(resolved) : nullptr;
+    std::vector<double> times;
+    for (int i = 1; st.ok() && i < o.warmup; ++i) st = forward(params, resolved);
+    std::optional<cuda::DeviceGuard> guard;
+    if (timers.on_cuda) guard.emplace(o.device.index);
+    const double t_start = bench::steady_ms();
+    for (int i = 0; st.ok() && i < o.max_iters; ++i) {
+      const bool budget_spent = (bench::steady_ms() - t_start) * 1e-3 >= o.max_seconds_per_cell;
+      if (i >= o.min_iters && budget_spent) break;
+      double ms = 0.0;
+      st = time_once(*backend, params, timers, &ms);
+      if (st.ok()) times.push_back(ms);
+    }
+    if (st.ok()) {
+      const bench::TimingSummary t = bench::summarize(times);
+      cell->iters = static_cast<int>(times.size());
+      cell->median_ms = t.median_ms;
+      cell->min_ms = t.min_ms;
+      cell->max_ms = t.max_ms;
+      cell->tflops = t.median_ms > 0 ? attention_flops(shape) / (t.median_ms * 1e-3) / 1e12 : 0.0;
+      return;
+    }
+  }
+  cell->status = cell_status_of(st);
+  cell->message = st.to_string();
+}
+
+std::string fixed(double x, int precision) {
+  char buf[48];
+  std::snprintf(buf, sizeof(buf), "%.*f", precision, x);
+  return buf;
+}
+
+std::string pad_left(const std::string& s, std::size_t width) {
+  return s.size() >= width ? s : std::string(width - s.size(), ' ') + s;
+}
+
+std::string csv_quote(const std::string& s) {
+  std::string q = "\"";
+  for (char c : s) {
+    if (c == '"') q += '"';
+    q += (c == '\n' ? ' ' : c);
+  }
+  return q + "\"";
+}
+
+}  // namespace
+
+double attention_flops(const ProblemShape& s) {
+  const double flops = 4.0 * static_cast<double>(s.batch) * static_cast<double>(s.heads) *
+                       static_cast<double>(s.seqlen_q) * static_cast<double>(s.seqlen_k) *
+                       static_cast<double>(s.head_dim);
+  return s.causal ? flops / 2.0 : flops;
+}
+
+Status run_bench(const BenchOptions& options, BenchResult* result,
+                 const std::function<void(const std::string&)>& progress) {
+  if (options.backends.empty()) {
+    return Status(StatusCode::kInvalidShape, "bench: backends is empty, expected at least one");
+  }
+  if (options.min_iters < 1 || options.max_iters < options.min_iters) {
+    return Status(StatusCode::kInvalidShape,
+                  "bench: min_iters = " + std::to_string(options.min_iters) + ", max_iters = " +
+                      std::to_string(options.max_iters) + ", expected 1 <= min_iters <= max_iters");
+  }
+  for (std::int64_t len : options.seqlens) {
+    if (len < 0) {
+      return Status(StatusCode::kInvalidShape,
+                    "bench: seqlen = " + std::to_string(len) + ", expected >= 0");
+    }
+  }
+  result->options = options;
+  result->cells.clear();
+
+  Timers timers;
+  timers.on_cuda = options.device.type == DeviceType::kCUDA;
+  if (timers.on_cuda) {
+    cuda::DeviceGuard guard(options.device.index);
+    Status st = timers.flusher.init(options.device.index);
+    if (st.ok()) st = timers.events.init();
+    if (!st.ok()) return st;
+  }
+
+  for (std::int64_t len : options.seqlens) {
+    ProblemShape shape = options.shape;
+    shape.seqlen_q = shape.seqlen_k = len;
+    // Inputs once per length, freed (end of this iteration) before the next one.
+    verifier::Inputs in;
+    verifier::Outputs outs;
+    Status alloc = verifier::make_inputs(shape, InputLayout::kContiguous, InputKind::kNormal,
+                                       options.device, options.seed, &in);
+    if (alloc.ok()) {
+      alloc = verifier::make_outputs(shape, InputLayout::kContiguous, shape.dtype, options.device,
+                                   /*with_lse=*/true, &outs);
+    }
+    const ForwardParams params = alloc.ok() ? verifier::make_params(shape, in, outs)
+                                            : shape_params(shape, options.device);
+    for (const std::string& name : options.backends) {
+      BenchCell cell;
+      cell.backend = name;
+      cell.seqlen = len;
+      std::size_t workspace = 0;
+      if (workspace_bytes(shape_params(shape, options.device), name, &workspace).ok()) {
+        cell.memory_bytes = io_bytes(shape) + workspace;
+      } else {
+        cell.memory_bytes = io_bytes(shape);
+      }
+      if (!alloc.ok()) {
+        cell.status = cell_status_of(alloc);
+        if (alloc.code() == StatusCode::kOutOfMemory) cell.status = CellStatus::kOutOfMemory;
+        cell.message = "inputs: " + alloc.to_string();
+      } else {
+        run_cell(options, shape, params, timers, &cell);
+      }
+      if (progress) {
+        std::string line = "seqlen " + std::to_string(len) + ": " + name + " ";
+        if (cell.status == CellStatus::kOk) {
+          line += fixed(cell.median_ms, 3) + " ms, " + fixed(cell.tflops, 2) + " TFLOP/s (" +
+                  std::to_string(cell.iters) + " runs)";
+        } else {
+          line += std::string(cell_status_name(cell.status)) + " (" + cell.message + ")";
+        }
+        progress(line);
+      }
+      result->cells.push_back(std::move(cell));
+    }
+  }
+  return Status::Ok();
+}
+
+std::string BenchResult::table() const {
+  const BenchOptions& o = options;
+  const std::vector<std::string>& names = o.backends;
+  std::ostringstream os;
+  os << "# FLOPs = 4 * batch * heads * seqlen_q * seqlen_k * head_dim (FlashAttention's forward "
+        "convention), halved for causal; TFLOP/s = FLOPs / median time\n";
+  const ProblemShape& sh = o.shape;
+  os << "# b=" << sh.batch << " h=" << sh.heads << "/" << sh.kv_heads << " d=" << sh.head_dim
+     << " " << dtype_name(sh.dtype) << (sh.causal ? " causal" : "") << ", seqlen_q = seqlen_k = seqlen"
+     << " | device "
+     << (o.device.type == DeviceType::kCUDA ? "cuda:" + std::to_string(o.device.index) : "cpu")
+     << " | median of " << o.min_iters << "-" << o.max_iters << " runs after " << o.warmup
+     << " warm-up runs" << (o.device.type == DeviceType::kCUDA ? ", L2 flushed before each" : "")
+     << "\n";
+  // Speedup: flash over naive when both are listed, else the last backend over the first.
+  std::size_t den = 0, num = names.size() - 1;
+  const auto naive = std::find(names.begin(), names.end(), "naive");
+  const auto flash = std::find(names.begin(), names.end(), "flash");
+  if (naive != names.end() && flash != names.end()) {
+    den = static_cast<std::size_t>(naive - names.begin());
+    num = static_cast<std::size_t>(flash - names.begin());
+  }
+  const bool speedup = names.size() >= 2 && num != den;
+
+  std::string header = pad_left("seqlen", 8);
+  for (const std::string& n : names) {
+    header += " | " + pad_left(n + " ms", 12) + pad_left("TFLOP/s", 10) + pad_left("mem GB", 10) +
+              pad_left("status", 12);
+  }
+  if (speedup) header += " | " + pad_left(names[num] + "/" + names[den], 12);
+  os << header << "\n";
+
+  for (std::size_t row = 0; row * names.size() < cells.size(); ++row) {
+    const BenchCell* rc = &cells[row * names.size()];
+    std::string line = pad_left(std::to_string(rc[0].seqlen), 8);
+    for (std::size_t i = 0; i < names.size() && row * names.size() + i < cells.size(); ++i) {
+      const BenchCell& c = rc[i];
+      const bool ok = c.status == CellStatus::kOk;
+      line += " | " + pad_left(ok ? fixed(c.median_ms, 3) : "-", 12) +
+              pad_left(ok ? fixed(c.tflops, c.tflops >= 1.0 ? 1 : 4) : "-", 10) +
+              pad_left(fixed(static_cast<double>(c.memory_bytes) / 1e9, 3), 10) +
+              pad_left(std::string(cell_status_name(c.status)), 12);
+    }
+    if (speedup && row * names.size() + std::max(num, den) < cells.size()) {
+      const BenchCell& a = rc[den];
+      const BenchCell& b = rc[num];
+      std::string s = "-";
+      if (a.status == CellStatus::kOk && b.status == CellStatus::kOk && b.median_ms > 0) {
+        s = fixed(a.median_ms / b.median_ms, 2) + "x";
+      } else if (a.status != CellStatus::kOk && b.status == CellStatus::kOk) {
+        s = names[den] + " " + std::string(cell_status_name(a.status));
+      }
+      line += " | " + pad_left(s, 12);
+    }
+    os << line << "\n";
+  }
+  // Messages of the cells that did not run, once each, so an OOM shows what it needed.
+  for (const BenchCell& c : cells) {
+    if (c.status != CellStatus::kOk) {
+      os << "# seqlen " << c.seqlen << " " << c.backend << ": " << c.message << "\n";
+    }
+  }
+  return os.str();
+}
+
+std::string BenchResult::csv() const {
+  const ProblemShape& s = options.shape;
+  std::ostringstream os;
+  os << "seqlen,backend,status,iters,median_ms,min_ms,max_ms,tflops,memory_bytes,flops,batch,"
+        "heads,kv_heads,head_dim,dtype,causal,message\n";
+  for (const BenchCell& c : cells) {
+    ProblemShape cs = s;
+    cs.seqlen_q = cs.seqlen_k = c.seqlen;
+    char nums[256];
+    std::snprintf(nums, sizeof(nums), "%d,%.6f,%.6f,%.6f,%.4f,%zu,%.0f", c.iters, c.median_ms,
+                  c.min_ms, c.max_ms, c.tflops, c.memory_bytes, attention_flops(cs));
+    os << c.seqlen << "," << c.backend << "," << cell_status_name(c.status) << "," << nums << ","
+       << s.batch << "," << s.heads << "," << s.kv_heads << "," << s.head_dim << ","
+       << dtype_name(s.dtype) << "," << (s.causal ? 1 : 0) << "," << csv_quote(c.message) << "\n";
+  }
+  return os.str();
+}
+
+}  // namespace flashattn

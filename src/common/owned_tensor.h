@@ -30,12 +30,17 @@ class OwnedTensor {
   Device device() const { return view_.device; }
   std::int64_t numel() const { return view_.numel(); }
   std::size_t storage_bytes() const { return storage_bytes_; }  // without the guard
+  std::size_t guard_bytes() const { return guard_bytes_; }
+  // True when the strides are the row-major ones of the shape.
+  bool contiguous() const;
 
   // Fills every element with N(mean, std^2) drawn by common/random.h from (seed, stream), rounded
   // to the dtype. Element i of the logical (row-major) index space gets the same value on any
   // device and with any strides.
   Status fill_normal(std::uint64_t seed, std::uint64_t stream, float mean, float std);
-  // Fills the whole storage (padding included) with NaN: poison before a run.
+  // Fills the whole storage (padding included) with NaN: poison before a run. The bytes are 0xFF,
+  // a NaN in every dtype (0xFFFF in bf16 and fp16, 0xFFFFFFFF in fp32) that computed NaNs
+  // (0x7FC0..., 0x7E00, 0x7FC00000) do not produce, so "never written" can be told apart.
   Status fill_nan();
   // Fills every element with `value`.
   Status fill_value(float value);
@@ -52,10 +57,15 @@ class OwnedTensor {
   Status convert_to(DType dtype, OwnedTensor* out) const;
 
  private:
+  // The raw storage bytes (padding included, guard excluded), to or from the host.
+  Status read_storage(std::vector<std::uint8_t>* bytes) const;
+  Status write_storage(const std::vector<std::uint8_t>& bytes);
+
   TensorView view_;
   std::size_t storage_bytes_ = 0;
   std::size_t guard_bytes_ = 0;
-  std::shared_ptr<void> storage_;  // host: malloc'd; device: cudaMalloc'd
+  std::shared_ptr<void> storage_;  // host: aligned_alloc'd; device: a cuda::DeviceBuffer
+  // Copies share the storage (shallow); copy_to() makes a deep copy.
 };
 
 }  // namespace flashattn

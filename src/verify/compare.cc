@@ -1,1 +1,222 @@
-// placeholder: being written
+#include "verify/compare.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <sstream>
+#include <string>
+
+#include "common/dtype_convert.h"
+
+namespace flashattn::verifier {
+namespace {
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+// Float bits of one poison element (0xFF bytes) read back through load_as_float.
+std::uint32_t poison_bits(DType dtype) {
+  const std::uint16_t h = 0xFFFF;
+  switch (dtype) {
+    case DType::kBF16: return float_bits(bf16_bits_to_float(h));
+    case DType::kFP16: return float_bits(fp16_bits_to_float(h));
+    case DType::kFP32: return 0xFFFFFFFFu;
+  }
+  return 0xFFFFFFFFu;
+}
+
+std::string fmt(double x) {
+  std::ostringstream os;
+  os.precision(4);
+  os << x;
+  return os.str();
+}
+
+std::string index_string(const std::vector<std::int64_t>& idx, const char* names) {
+  // names: one letter per index, e.g. "bshd".
+  std::string s = "(";
+  for (std::size_t i = 0; i < idx.size(); ++i) {
+    s += (i ? ", " : "") + std::string(1, names[i]) + "=" + std::to_string(idx[i]);
+  }
+  return s + ")";
+}
+
+}  // namespace
+
+double dtype_spacing(double x, DType dtype) {
+  // Explicit mantissa bits and the smallest spacing (subnormals) of each dtype.
+  int mantissa_bits = 23, min_exponent = -149;
+  if (dtype == DType::kBF16) mantissa_bits = 7, min_exponent = -133;
+  if (dtype == DType::kFP16) mantissa_bits = 10, min_exponent = -24;
+  if (x == 0.0 || !std::isfinite(x)) return std::ldexp(1.0, min_exponent);
+  int e = 0;
+  std::frexp(x, &e);  // |x| in [2^(e-1), 2^e)
+  return std::ldexp(1.0, std::max(e - 1 - mantissa_bits, min_exponent));
+}
+
+double max_abs_finite(const std::vector<double>& v) {
+  double m = 0.0;
+  for (double x : v) {
+    if (std::isfinite(x)) m = std::max(m, std::fabs(x));
+  }
+  return m;
+}
+
+double rounding_atol(const ReferenceOutputs& ref, DType dtype) {
+  double max_spacing = 0.0;
+  for (double r : ref.out) {
+    if (std::isfinite(r)) max_spacing = std::max(max_spacing, dtype_spacing(r, dtype));
+  }
+  const double max_ref = max_abs_finite(ref.out);
+  if (max_ref == 0.0) return 0.0;
+  const double floor = (ref.is_fp32 ? kAtolFloorFp32Ref : kAtolFloor) * max_ref;
+  const double score_noise = kScoreUlps * kFloat32Epsilon * max_abs_finite(ref.lse) * max_ref;
+  return std::max(max_spacing, floor) + score_noise;
+}
+
+double lse_bound(const ReferenceOutputs& ref, double baseline_lse_error) {
+  const double baseline = std::isfinite(baseline_lse_error) ? 2.0 * baseline_lse_error : 0.0;
+  return VerifyReport::kLseTolerance + baseline +
+         kLseUlps * kFloat32Epsilon * max_abs_finite(ref.lse);
+}
+
+ErrorStats error_stats(const OutputDims& dims, const HostOutputs& result,
+                       const ReferenceOutputs& ref, double elem_bound, double lse_bound) {
+  ErrorStats e;
+  const std::int64_t H = dims.heads, D = dims.head_dim, S = dims.seqlen_q;
+  const bool have_ref_lse = static_cast<std::int64_t>(ref.lse.size()) == dims.lse_numel();
+  double sum = 0.0, sum_sq = 0.0, ref_sq = 0.0;
+  std::int64_t count = 0;
+  const std::int64_t n = std::min<std::int64_t>(dims.out_numel(),
+                                                static_cast<std::int64_t>(result.out.size()));
+  for (std::int64_t i = 0; i < n; ++i) {
+    const double r = ref.out[static_cast<std::size_t>(i)];
+    if (!std::isfinite(r)) continue;
+    const std::int64_t d = i % D, h = (i / D) % H, s = (i / (D * H)) % S, b = i / (D * H * S);
+    const double o = result.out[static_cast<std::size_t>(i)];
+    bool bad = false;
+    const bool masked_row =
+        have_ref_lse && ref.lse[static_cast<std::size_t>((b * H + h) * S + s)] == -kInf;
+    if (masked_row && o != 0.0) {  // NaN compares unequal too
+      ++e.masked_nonzero;
+      bad = true;
+    }
+    if (!std::isfinite(o)) {
+      ++e.nonfinite;
+      bad = true;
+    } else {
+      const double err = std::fabs(o - r);
+      e.max_abs = std::max(e.max_abs, err);
+      sum += err;
+      sum_sq += err * err;
+      ref_sq += r * r;
+      ++count;
+      if (err > elem_bound) bad = true;
+    }
+    if (bad && e.first_bad.empty()) e.first_bad = {b, s, h, d};
+  }
+  e.mean_abs = count > 0 ? sum / static_cast<double>(count) : 0.0;
+  e.rel_l2 = ref_sq > 0.0 ? std::sqrt(sum_sq / ref_sq) : (sum_sq > 0.0 ? kInf : 0.0);
+
+  if (have_ref_lse && static_cast<std::int64_t>(result.lse.size()) == dims.lse_numel()) {
+    for (std::int64_t i = 0; i < dims.lse_numel(); ++i) {
+      const double r = ref.lse[static_cast<std::size_t>(i)];
+      const double l = result.lse[static_cast<std::size_t>(i)];
+      bool bad = false;
+      if (r == -kInf) {
+        if (l != -kInf) {
+          ++e.lse_mismatch_inf;
+          bad = true;
+        }
+      } else if (std::isfinite(r)) {
+        if (l == -kInf) {
+          ++e.lse_mismatch_inf;
+          bad = true;
+        } else if (!std::isfinite(l)) {
+          ++e.nonfinite;
+          e.lse_max_abs = kInf;
+          bad = true;
+        } else {
+          const double err = std::fabs(l - r);
+          e.lse_max_abs = std::max(e.lse_max_abs, err);
+          bad = err > lse_bound;
+        }
+      }
+      if (bad && e.first_bad_lse.empty()) {
+        e.first_bad_lse = {i / (H * S), (i / S) % H, i % S};
+      }
+    }
+  }
+  return e;
+}
+
+std::int64_t count_unwritten(const HostOutputs& result, DType out_dtype) {
+  auto count = [](const std::vector<float>& v, std::uint32_t poison) {
+    return static_cast<std::int64_t>(std::count_if(
+        v.begin(), v.end(), [poison](float x) { return float_bits(x) == poison; }));
+  };
+  return count(result.out, poison_bits(out_dtype)) + count(result.lse, poison_bits(DType::kFP32));
+}
+
+void judge(const OutputDims& dims, DType dtype, const HostOutputs& result,
+           const HostOutputs& baseline, const ReferenceOutputs& ref, bool check_lse,
+           VerifyReport* report) {
+  VerifyReport& r = *report;
+  HostOutputs result_checked = result;
+  HostOutputs baseline_checked = baseline;
+  if (!check_lse) {
+    result_checked.lse.clear();
+    baseline_checked.lse.clear();
+  }
+  r.atol = rounding_atol(ref, dtype);
+  r.baseline_error = error_stats(dims, baseline_checked, ref, kInf, kInf);
+  r.max_abs_bound = 2.0 * r.baseline_error.max_abs + r.atol;
+  r.mean_abs_bound = 1.5 * r.baseline_error.mean_abs + r.atol / 4.0;
+  r.lse_bound = lse_bound(ref, r.baseline_error.lse_max_abs);
+  r.error = error_stats(dims, result_checked, ref, r.max_abs_bound, r.lse_bound);
+  r.unwritten = count_unwritten(result_checked, dtype);
+
+  r.failures.clear();
+  const ErrorStats& e = r.error;
+  const std::string at = e.first_bad.empty() ? "" : " first at " + index_string(e.first_bad, "bshd");
+  if (e.max_abs > r.max_abs_bound) {
+    r.failures.push_back("max|O - O_ref| = " + fmt(e.max_abs) + " > bound " +
+                         fmt(r.max_abs_bound) + " (2 * baseline " +
+                         fmt(r.baseline_error.max_abs) + " + atol " + fmt(r.atol) + ")" + at);
+  }
+  if (e.mean_abs > r.mean_abs_bound) {
+    r.failures.push_back("mean|O - O_ref| = " + fmt(e.mean_abs) + " > bound " +
+                         fmt(r.mean_abs_bound) + " (1.5 * baseline " +
+                         fmt(r.baseline_error.mean_abs) + " + atol/4 " + fmt(r.atol / 4.0) + ")");
+  }
+  if (e.nonfinite > 0) {
+    r.failures.push_back(std::to_string(e.nonfinite) +
+                         " non-finite outputs where the reference is finite" + at);
+  }
+  if (e.masked_nonzero > 0) {
+    r.failures.push_back(std::to_string(e.masked_nonzero) +
+                         " outputs != 0 on rows without keys (expected O = 0 exactly)" + at);
+  }
+  if (check_lse) {
+    const std::string lse_at =
+        e.first_bad_lse.empty() ? "" : " first at " + index_string(e.first_bad_lse, "bhs");
+    if (e.lse_max_abs > r.lse_bound) {
+      r.failures.push_back("max|LSE - LSE_ref| = " + fmt(e.lse_max_abs) + " > bound " +
+                           fmt(r.lse_bound) + lse_at);
+    }
+    if (e.lse_mismatch_inf > 0) {
+      r.failures.push_back(std::to_string(e.lse_mismatch_inf) +
+                           " LSE rows where exactly one of LSE, LSE_ref is -inf" + lse_at);
+    }
+  }
+  if (r.unwritten > 0) {
+    r.failures.push_back(std::to_string(r.unwritten) +
+                         " output elements never written (still NaN poison)");
+  }
+  if (!r.guards_intact) {
+    r.failures.push_back("guard bytes after an output buffer were overwritten");
+  }
+  r.passed = r.failures.empty();
+}
+
+}  // namespace flashattn::verifier

@@ -1,1 +1,214 @@
-// placeholder: being written
+// verify(): inputs -> backend under test -> reference -> baseline -> judge (verify/compare.h).
+#include "verify/verify.h"
+
+#include <cmath>
+#include <cstdio>
+#include <limits>
+#include <sstream>
+#include <string>
+
+#include "api/backend.h"
+#include "common/owned_tensor.h"
+#include "cpu/reference.h"
+#include "verify/compare.h"
+#include "verify/inputs.h"
+
+namespace flashattn {
+namespace {
+
+using verifier::HostOutputs;
+using verifier::Inputs;
+using verifier::Outputs;
+using verifier::ReferenceOutputs;
+
+Status with_context(const Status& st, const std::string& context) {
+  if (st.ok()) return st;
+  return Status(st.code(), context + ": " + st.message());
+}
+
+Status read_back(const Outputs& outputs, HostOutputs* host) {
+  Status st = outputs.out.to_host_float(&host->out);
+  if (st.ok() && outputs.lse.view().defined()) st = outputs.lse.to_host_float(&host->lse);
+  return st;
+}
+
+// q, k, v on the host (the tensors themselves when they already are).
+Status host_inputs(const Inputs& in, Inputs* host) {
+  if (in.q.device().type == DeviceType::kCPU) {
+    *host = in;
+    return Status::Ok();
+  }
+  Status st = in.q.copy_to(Device::cpu(), &host->q);
+  if (st.ok()) st = in.k.copy_to(Device::cpu(), &host->k);
+  if (st.ok()) st = in.v.copy_to(Device::cpu(), &host->v);
+  return st;
+}
+
+// float64 on the CPU, from the inputs as stored (already rounded to the dtype).
+Status cpu_reference(const ProblemShape& shape, const Inputs& host_in, ReferenceOutputs* ref) {
+  Outputs scratch;  // the views reference_forward_f64 validates; it writes the float64 buffers
+  Status st = verifier::make_outputs(shape, InputLayout::kContiguous, shape.dtype, Device::cpu(),
+                                   /*with_lse=*/true, &scratch);
+  if (!st.ok()) return st;
+  const ForwardParams p = verifier::make_params(shape, host_in, scratch);
+  ref->out.assign(static_cast<std::size_t>(p.out.numel()), 0.0);
+  ref->lse.assign(static_cast<std::size_t>(p.lse.numel()), 0.0);
+  ref->is_fp32 = false;
+  return cpu::reference_forward_f64(p, ref->out.data(), ref->lse.data());
+}
+
+// The GPU naive kernel in float32 on float32 copies of the inputs.
+Status gpu_reference(const ProblemShape& shape, const Inputs& in, ReferenceOutputs* ref) {
+  Inputs in32;
+  Status st = in.q.convert_to(DType::kFP32, &in32.q);
+  if (st.ok()) st = in.k.convert_to(DType::kFP32, &in32.k);
+  if (st.ok()) st = in.v.convert_to(DType::kFP32, &in32.v);
+  Outputs out32;
+  if (st.ok()) {
+    st = verifier::make_outputs(shape, InputLayout::kContiguous, DType::kFP32, in.q.device(),
+                              /*with_lse=*/true, &out32);
+  }
+  if (st.ok()) st = forward(verifier::make_params(shape, in32, out32), "naive");
+  HostOutputs host;
+  if (st.ok()) st = read_back(out32, &host);
+  if (!st.ok()) return st;
+  ref->out.assign(host.out.begin(), host.out.end());
+  ref->lse.assign(host.lse.begin(), host.lse.end());
+  ref->is_fp32 = true;
+  return Status::Ok();
+}
+
+}  // namespace
+
+std::string ProblemShape::to_string() const {
+  std::ostringstream os;
+  os << "b=" << batch << " h=" << heads << "/" << kv_heads << " sq=" << seqlen_q
+     << " sk=" << seqlen_k << " d=" << head_dim << " " << dtype_name(dtype);
+  if (causal) os << " causal";
+  if (scale.has_value()) os << " scale=" << *scale;
+  return os.str();
+}
+
+Status verify(const ProblemShape& shape, const VerifyOptions& options, VerifyReport* report) {
+  VerifyReport r;
+  r.shape = shape;
+  r.seed = options.seed;
+  r.layout = options.layout;
+  r.kind = options.kind;
+  const Device device = options.device;
+
+  // 1. Inputs and poisoned, guarded outputs on the test device.
+  Inputs in;
+  Status st = verifier::make_inputs(shape, options.layout, options.kind, device, options.seed, &in);
+  if (!st.ok()) return with_context(st, "verify: inputs");
+  Outputs outs;
+  st = verifier::make_outputs(shape, options.layout, shape.dtype, device, options.check_lse, &outs);
+  if (!st.ok()) return with_context(st, "verify: outputs");
+  const ForwardParams params = verifier::make_params(shape, in, outs);
+  st = validate(params);
+  if (!st.ok()) return st;
+  st = resolve_backend(params, options.backend, &r.backend);
+  if (!st.ok()) return st;
+  const Backend* backend = find_backend(r.backend);
+  const bool on_cuda = backend->device_type() == DeviceType::kCUDA;
+
+  // 2. Which reference, decided before anything runs.
+  const double work = static_cast<double>(shape.batch) * static_cast<double>(shape.heads) *
+                      static_cast<double>(shape.seqlen_q) * static_cast<double>(shape.seqlen_k) *
+                      static_cast<double>(shape.head_dim);
+  const bool cpu_ref = work <= options.cpu_reference_limit;
+  if (!cpu_ref && device.type != DeviceType::kCUDA) {
+    std::ostringstream os;
+    os << "verify: batch*heads*seqlen_q*seqlen_k*head_dim = " << work
+       << " exceeds cpu_reference_limit = " << options.cpu_reference_limit
+       << " for the float64 CPU reference, and the float32 GPU naive reference needs CUDA "
+          "tensors (device = cpu)";
+    return Status(StatusCode::kUnsupported, os.str());
+  }
+  r.reference = cpu_ref ? "cpu-reference (float64)" : "naive (float32)";
+  const std::string dt(dtype_name(shape.dtype));
+  r.baseline = on_cuda ? "naive (" + dt + ")" : "cpu naive (float32 accumulate, " + dt + " out)";
+
+  // 3. The backend under test.
+  st = forward(params, r.backend);
+  if (!st.ok()) return st;
+  bool out_guard = true, lse_guard = true;
+  st = outs.out.guard_intact(&out_guard);
+  if (st.ok()) st = outs.lse.guard_intact(&lse_guard);
+  if (!st.ok()) return with_context(st, "verify: guard read-back");
+  r.guards_intact = out_guard && lse_guard;
+  HostOutputs result;
+  st = read_back(outs, &result);
+  if (!st.ok()) return with_context(st, "verify: output read-back");
+
+  // 4. Reference.
+  ReferenceOutputs ref;
+  Inputs host_in;
+  if (cpu_ref || !on_cuda) {
+    st = host_inputs(in, &host_in);
+    if (!st.ok()) return with_context(st, "verify: inputs to host");
+  }
+  st = cpu_ref ? cpu_reference(shape, host_in, &ref) : gpu_reference(shape, in, &ref);
+  if (!st.ok()) return with_context(st, "verify: reference " + r.reference);
+
+  // 5. Baseline: the naive algorithm in the test dtype.
+  Outputs base_outs;
+  st = verifier::make_outputs(shape, InputLayout::kContiguous, shape.dtype,
+                            on_cuda ? device : Device::cpu(), /*with_lse=*/true, &base_outs);
+  if (st.ok()) {
+    if (on_cuda) {
+      st = forward(verifier::make_params(shape, in, base_outs), "naive");
+    } else {
+      st = cpu::naive_forward<float>(verifier::make_params(shape, host_in, base_outs));
+    }
+  }
+  HostOutputs baseline;
+  if (st.ok()) st = read_back(base_outs, &baseline);
+  if (!st.ok()) return with_context(st, "verify: baseline " + r.baseline);
+
+  // 6. Judge.
+  const verifier::OutputDims dims{shape.batch, shape.seqlen_q, shape.heads, shape.head_dim};
+  verifier::judge(dims, shape.dtype, result, baseline, ref, options.check_lse, &r);
+  *report = std::move(r);
+  return Status::Ok();
+}
+
+std::string VerifyReport::to_string() const {
+  auto num = [](double x) {
+    char buf[32];
+    std::snprintf(buf, sizeof(buf), "%-12.4g", x);
+    return std::string(buf);
+  };
+  auto index = [](const std::vector<std::int64_t>& idx, const char* names) {
+    std::string s;
+    for (std::size_t i = 0; i < idx.size(); ++i) {
+      s += (i ? " " : "") + std::string(1, names[i]) + "=" + std::to_string(idx[i]);
+    }
+    return s;
+  };
+  std::ostringstream os;
+  os << (passed ? "PASS " : "FAIL ") << shape.to_string() << "\n";
+  os << "  backend " << backend << " | reference " << reference << " | baseline " << baseline
+     << "\n";
+  os << "  inputs " << verifier::layout_name(layout) << ", " << verifier::kind_name(kind)
+     << " | seed " << seed << "\n";
+  os << "              max_abs     mean_abs    rel_l2      lse_max_abs\n";
+  os << "  backend     " << num(error.max_abs) << num(error.mean_abs) << num(error.rel_l2)
+     << num(error.lse_max_abs) << "\n";
+  os << "  baseline    " << num(baseline_error.max_abs) << num(baseline_error.mean_abs)
+     << num(baseline_error.rel_l2) << num(baseline_error.lse_max_abs) << "\n";
+  os << "  bound       " << num(max_abs_bound) << num(mean_abs_bound) << "-           "
+     << num(lse_bound) << "\n";
+  os << "  atol " << atol << " | non-finite " << error.nonfinite << " | unwritten " << unwritten
+     << " | masked rows != 0: " << error.masked_nonzero << " | LSE -inf mismatches "
+     << error.lse_mismatch_inf << " | guards " << (guards_intact ? "intact" : "OVERWRITTEN")
+     << "\n";
+  if (!error.first_bad.empty()) os << "  first bad output at " << index(error.first_bad, "bshd") << "\n";
+  if (!error.first_bad_lse.empty()) {
+    os << "  first bad LSE at " << index(error.first_bad_lse, "bhs") << "\n";
+  }
+  for (const std::string& f : failures) os << "  failed: " << f << "\n";
+  return os.str();
+}
+
+}  // namespace flashattn
