@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "common/dtype_convert.h"
 #include "npy.h"
 #include "flashattn/flashattn.h"
 #include "test_util.h"

@@ -40,6 +40,9 @@ std::string case_name(const GpuCase& c) {
   return os.str();
 }
 
+// For gtest's listing and failure lines.
+void PrintTo(const GpuCase& c, std::ostream* os) { *os << case_name(c); }
+
 ProblemShape shape(std::int64_t b, std::int64_t h, std::int64_t hk, std::int64_t sq,
                    std::int64_t sk, std::int64_t d, DType dtype, bool causal) {
   ProblemShape s;
