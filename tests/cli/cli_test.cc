@@ -82,7 +82,7 @@ class CliTest : public ::testing::Test {
     dir_ = tmpl + "/";
   }
   void TearDown() override {
-    if (!HasFailure()) std::system(("rm -rf '" + dir_ + "'").c_str());
+    if (!HasFailure() && std::system(("rm -rf '" + dir_ + "'").c_str()) != 0) ADD_FAILURE() << "cleanup";
   }
 
   std::string path(const std::string& name) const { return dir_ + name; }
@@ -106,7 +106,7 @@ class CliTest : public ::testing::Test {
   // The files in the test directory, sorted.
   std::vector<std::string> listing() {
     const std::string list = path("listing.txt");
-    std::system(("ls -A '" + dir_ + "' | grep -v listing.txt > '" + list + "'").c_str());
+    if (std::system(("ls -A '" + dir_ + "' | grep -v listing.txt > '" + list + "'").c_str()) != 0) {}
     std::vector<std::string> names;
     std::istringstream in(read_text(list));
     for (std::string line; std::getline(in, line);) names.push_back(line);
