@@ -6,14 +6,7 @@ namespace flashattn::cuda {
 FLASHATTN_INSTANTIATE_FLASH(64)
 
 Status flash_kernels_available() {
-  cudaFuncAttributes attr{};
-  const cudaError_t err = cudaFuncGetAttributes(&attr, flash_forward_kernel<float, 64>);
-  if (err != cudaSuccess) {
-    cudaGetLastError();
-    return Status(StatusCode::kBackendUnavailable,
-                  std::string("no kernel image for this GPU (") + cudaGetErrorString(err) +
-                      "); rebuild with its architecture in FLASHATTN_CUDA_ARCHS");
-  }
-  return Status::Ok();
+  return check_kernel_image(reinterpret_cast<const void*>(flash_forward_kernel<float, 64>));
 }
+
 }  // namespace flashattn::cuda

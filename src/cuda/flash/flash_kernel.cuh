@@ -72,7 +72,7 @@ __device__ __forceinline__ void load_tile(const T* src_gmem, std::int64_t row_st
 
 template <typename T, int kHeadDimMax>
 __global__ void __launch_bounds__(FlashTraits<kHeadDimMax>::kThreads)
-flash_forward_kernel(FlashArgs args) {
+flash_forward_kernel(KernelArgs args) {
   using Tr = FlashTraits<kHeadDimMax>;
   constexpr int kBlockM = Tr::kBlockM, kBlockN = Tr::kBlockN, kRows = Tr::kRowsPerThread;
   constexpr int kKeys = Tr::kKeysPerThread, kColVecs = Tr::kColVecs;
@@ -243,7 +243,7 @@ flash_forward_kernel(FlashArgs args) {
 }
 
 template <typename T, int kHeadDimMax>
-Status launch_flash(const FlashArgs& args, cudaStream_t stream) {
+Status launch_flash(const KernelArgs& args, cudaStream_t stream) {
   using Tr = FlashTraits<kHeadDimMax>;
   auto kernel = flash_forward_kernel<T, kHeadDimMax>;
   FA_CUDA_RETURN_IF_ERROR(
@@ -258,8 +258,8 @@ Status launch_flash(const FlashArgs& args, cudaStream_t stream) {
 }
 
 #define FLASHATTN_INSTANTIATE_FLASH(HDIM)                                                   \
-  template Status launch_flash<float, HDIM>(const FlashArgs&, cudaStream_t);                \
-  template Status launch_flash<__nv_bfloat16, HDIM>(const FlashArgs&, cudaStream_t);        \
-  template Status launch_flash<__half, HDIM>(const FlashArgs&, cudaStream_t);
+  template Status launch_flash<float, HDIM>(const KernelArgs&, cudaStream_t);                \
+  template Status launch_flash<__nv_bfloat16, HDIM>(const KernelArgs&, cudaStream_t);        \
+  template Status launch_flash<__half, HDIM>(const KernelArgs&, cudaStream_t);
 
 }  // namespace flashattn::cuda

@@ -9,6 +9,7 @@
 
 #include "common/dtype_convert.h"
 #include "cuda/common/check.h"
+#include "cuda/common/kernel_args.h"
 #include "cuda/naive/naive.h"
 
 namespace flashattn::cuda {
@@ -20,19 +21,31 @@ constexpr int kThreads = 256;    // 16 x 16 threads, 4 x 4 outputs each
 constexpr int kMicro = 4;
 constexpr int kSoftmaxThreads = 256;
 
-// Problem geometry, passed by value to every kernel (all offsets 64-bit).
-struct Geometry {
-  const void* q; const void* k; const void* v; void* o; float* lse; float* s;
-  DType dtype;
-  std::int64_t batch, heads, kv_heads, seqlen_q, seqlen_k, head_dim;
-  std::int64_t q_stride[3], k_stride[3], v_stride[3], o_stride[3];  // batch, seq, head
-  std::int64_t lse_stride[3];                                         // batch, head, seq
-  float scale;
-  bool causal, has_lse;
+// The naive kernels take the shared KernelArgs plus the S buffer.
+struct Geometry : KernelArgs {
+  float* s;
 };
 
 __device__ __forceinline__ std::int64_t kv_head_of(const Geometry& g, std::int64_t h) {
   return h / (g.heads / g.kv_heads);
+}
+
+// One 64x64 output tile of one (batch, head), from a flat tile index.
+struct TileCoord {
+  std::int64_t bh, b, h, h_kv, row0, col0;
+};
+
+__device__ __forceinline__ TileCoord tile_coord(const Geometry& g, std::int64_t tile,
+                                                std::int64_t tiles_m, std::int64_t tiles_n) {
+  TileCoord t;
+  t.bh = tile / (tiles_m * tiles_n);
+  const std::int64_t rem = tile % (tiles_m * tiles_n);
+  t.row0 = (rem / tiles_n) * kTile;
+  t.col0 = (rem % tiles_n) * kTile;
+  t.b = t.bh / g.heads;
+  t.h = t.bh % g.heads;
+  t.h_kv = kv_head_of(g, t.h);
+  return t;
 }
 
 // Accumulates the 4x4 micro-tile of this thread over one staged chunk.
@@ -60,10 +73,7 @@ __global__ void __launch_bounds__(kThreads) qk_kernel(Geometry g, std::int64_t t
   __shared__ __align__(16) float k_smem[kChunk][kTile + 4];
   const int tid = threadIdx.x, ty = tid / 16, tx = tid % 16;
   for (std::int64_t tile = blockIdx.x; tile < total; tile += gridDim.x) {
-    const std::int64_t bh = tile / (tiles_m * tiles_n);
-    const std::int64_t rem = tile % (tiles_m * tiles_n);
-    const std::int64_t row0 = (rem / tiles_n) * kTile, col0 = (rem % tiles_n) * kTile;
-    const std::int64_t b = bh / g.heads, h = bh % g.heads, hk = kv_head_of(g, h);
+    const auto [bh, b, h, hk, row0, col0] = tile_coord(g, tile, tiles_m, tiles_n);
     const std::int64_t q_base = b * g.q_stride[0] + h * g.q_stride[2];
     const std::int64_t k_base = b * g.k_stride[0] + hk * g.k_stride[2];
     float acc[kMicro][kMicro] = {};
@@ -142,7 +152,7 @@ __global__ void __launch_bounds__(kSoftmaxThreads) softmax_kernel(Geometry g, st
     const float inv_sum = row_sum > 0.0f ? 1.0f / row_sum : 0.0f;
     for (std::int64_t j = threadIdx.x; j < g.seqlen_k; j += kSoftmaxThreads)
       s_row[j] = row_sum > 0.0f ? expf(s_row[j] - row_max) * inv_sum : 0.0f;
-    if (g.has_lse && threadIdx.x == 0) {
+    if (g.lse != nullptr && threadIdx.x == 0) {
       const std::int64_t bh = row / g.seqlen_q, i = row % g.seqlen_q;
       const std::int64_t b = bh / g.heads, h = bh % g.heads;
       g.lse[b * g.lse_stride[0] + h * g.lse_stride[1] + i * g.lse_stride[2]] =
@@ -158,10 +168,7 @@ __global__ void __launch_bounds__(kThreads) pv_kernel(Geometry g, std::int64_t t
   __shared__ __align__(16) float v_smem[kChunk][kTile + 4];
   const int tid = threadIdx.x, ty = tid / 16, tx = tid % 16;
   for (std::int64_t tile = blockIdx.x; tile < total; tile += gridDim.x) {
-    const std::int64_t bh = tile / (tiles_m * tiles_n);
-    const std::int64_t rem = tile % (tiles_m * tiles_n);
-    const std::int64_t row0 = (rem / tiles_n) * kTile, col0 = (rem % tiles_n) * kTile;
-    const std::int64_t b = bh / g.heads, h = bh % g.heads, hk = kv_head_of(g, h);
+    const auto [bh, b, h, hk, row0, col0] = tile_coord(g, tile, tiles_m, tiles_n);
     const float* p_bh = g.s + bh * g.seqlen_q * g.seqlen_k;
     const std::int64_t v_base = b * g.v_stride[0] + hk * g.v_stride[2];
     float acc[kMicro][kMicro] = {};
@@ -196,22 +203,8 @@ __global__ void __launch_bounds__(kThreads) pv_kernel(Geometry g, std::int64_t t
 
 Geometry geometry_of(const ForwardParams& p, float* s_gmem) {
   Geometry g{};
-  g.q = p.q.data; g.k = p.k.data; g.v = p.v.data; g.o = p.out.data;
-  g.lse = static_cast<float*>(p.lse.data);
+  static_cast<KernelArgs&>(g) = kernel_args_of(p);
   g.s = s_gmem;
-  g.dtype = p.q.dtype;
-  g.batch = p.batch(); g.heads = p.heads(); g.kv_heads = p.kv_heads();
-  g.seqlen_q = p.seqlen_q(); g.seqlen_k = p.seqlen_k(); g.head_dim = p.head_dim();
-  for (int i = 0; i < 3; ++i) {
-    g.q_stride[i] = p.q.stride[i];
-    g.k_stride[i] = p.k.stride[i];
-    g.v_stride[i] = p.v.stride[i];
-    g.o_stride[i] = p.out.stride[i];
-    g.lse_stride[i] = p.lse.defined() ? p.lse.stride[i] : 0;
-  }
-  g.scale = p.scale();
-  g.causal = p.causal;
-  g.has_lse = p.lse.defined();
   return g;
 }
 
@@ -250,16 +243,6 @@ Status launch_naive(const ForwardParams& p, float* s_gmem, cudaStream_t stream) 
   return Status::Ok();
 }
 
-Status naive_kernels_available() {
-  cudaFuncAttributes attr{};
-  const cudaError_t err = cudaFuncGetAttributes(&attr, qk_kernel);
-  if (err != cudaSuccess) {
-    cudaGetLastError();
-    return Status(StatusCode::kBackendUnavailable,
-                  std::string("no kernel image for this GPU (") + cudaGetErrorString(err) +
-                      "); rebuild with its architecture in FLASHATTN_CUDA_ARCHS");
-  }
-  return Status::Ok();
-}
+Status naive_kernels_available() { return check_kernel_image(reinterpret_cast<const void*>(qk_kernel)); }
 
 }  // namespace flashattn::cuda
