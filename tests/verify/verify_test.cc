@@ -184,6 +184,9 @@ std::uint64_t case_seed(const GridCase& c) {
   return h;
 }
 
+// For gtest's listing and failure lines.
+void PrintTo(const GridCase& c, std::ostream* os) { *os << case_name(c); }
+
 class CpuFlashGridTest : public ::testing::TestWithParam<GridCase> {};
 
 TEST_P(CpuFlashGridTest, MatchesReference) {
