@@ -50,4 +50,21 @@ __device__ __forceinline__ void store_vec_from_float(T* dst_gmem, const float* s
   *reinterpret_cast<uint4*>(dst_gmem) = raw;
 }
 
+// Four consecutive elements from 8- (16-bit T) or 16-byte (float) aligned shared memory, as floats.
+__device__ __forceinline__ float4 load4_as_float(const float* src_smem) {
+  return *reinterpret_cast<const float4*>(src_smem);
+}
+__device__ __forceinline__ float4 load4_as_float(const __nv_bfloat16* src_smem) {
+  const uint2 raw = *reinterpret_cast<const uint2*>(src_smem);
+  const float2 lo = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&raw.x));
+  const float2 hi = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&raw.y));
+  return make_float4(lo.x, lo.y, hi.x, hi.y);
+}
+__device__ __forceinline__ float4 load4_as_float(const __half* src_smem) {
+  const uint2 raw = *reinterpret_cast<const uint2*>(src_smem);
+  const float2 lo = __half22float2(*reinterpret_cast<const __half2*>(&raw.x));
+  const float2 hi = __half22float2(*reinterpret_cast<const __half2*>(&raw.y));
+  return make_float4(lo.x, lo.y, hi.x, hi.y);
+}
+
 }  // namespace flashattn::cuda

@@ -8,7 +8,7 @@
 //     with K rows padded to head_dim + 4 floats those 8 float4 reads hit 8 different bank quads;
 //   - for O += P V: head_dim / 8 output columns, 4 * tx + 32 * c, read from V as float4s (the 8
 //     lanes cover 128 contiguous bytes: conflict-free).
-// P goes through shared memory (rounded to the input dtype, as a tensor-core PV would see it).
+// P goes through shared memory in the input dtype (as a tensor-core PV would see it).
 //
 // Per tile: 4 barriers (K in, K done, V in, V done); loads are synchronous, latency is hidden by
 // the other resident blocks. Measured figures and the plan past this design: docs/performance.md.
@@ -17,6 +17,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <type_traits>
 
 #include "cuda/attention/mask.cuh"
 #include "cuda/attention/online_softmax.cuh"
@@ -26,7 +27,7 @@
 
 namespace flashattn::cuda {
 
-template <int kHeadDimMax>
+template <typename T, int kHeadDimMax>
 struct FlashTraits {
   static constexpr int kBlockM = 64;
   static constexpr int kBlockN = 64;
@@ -37,49 +38,70 @@ struct FlashTraits {
   static constexpr int kThreads = kBlockM / kRowsPerThread * kLanesPerRow;  // 128 or 256
   static constexpr int kKeysPerThread = kBlockN / kLanesPerRow;             // 8
   static constexpr int kColVecs = kHeadDimMax / 32;   // float4 column groups per thread
-  static constexpr int kRowPad = 4;                    // floats: keeps float4 alignment, skews banks
-  static constexpr int kQkStride = kHeadDimMax + kRowPad;
-  static constexpr int kPStride = kBlockN + kRowPad;
-  static constexpr int kSmemFloats = (kBlockM + kBlockN) * kQkStride + kBlockM * kPStride;
-  static constexpr int kSmemBytes = kSmemFloats * 4;
+  // Q and P stay in the input type T (P is rounded to T anyway), K and V are converted to float
+  // once per tile (each K/V element is read by 16 row groups). With 16-bit T that takes d128 from
+  // 85 KB to 60 KB of shared memory, 2 to 3 resident blocks per SM: ncu measured the 2-block
+  // version issuing on 41% of cycles, latency-bound at 2 warps per scheduler.
+  // Rows are padded by 16 bytes: keeps vector alignment and moves consecutive rows 4 banks apart.
+  static constexpr int kQStride = kHeadDimMax + 16 / sizeof(T);    // elements of T
+  static constexpr int kKvStride = kHeadDimMax + 4;                // floats
+  static constexpr int kPStride = kBlockN + 16 / sizeof(T);        // elements of T
+  static constexpr int kQBytes = kBlockM * kQStride * sizeof(T);
+  static constexpr int kKvBytes = kBlockN * kKvStride * 4;
+  static constexpr int kSmemBytes = kQBytes + kKvBytes + kBlockM * kPStride * sizeof(T);
+  // Resident blocks per SM on the H200 (227 KB, 64K registers; sm_90a register counts), 16-bit /
+  // float inputs:
+  //   d64:  36 / 52 KB, 128 registers          -> 4 / 4 blocks of 4 warps
+  //   d128: 60 / 85 KB, 168 registers          -> 3 / 2 blocks of 4 warps
+  //   d256: 110 / 150 KB, 218 / 222 registers  -> 1 / 1 block of 8 warps (a launch-bounds cap of
+  //         128 registers for a second block spills 12 bytes)
 };
 
 // Copies rows [row0, row0 + rows) of one head of a BSHD tensor into `dst_smem` (row stride
-// `dst_stride` floats) as float; rows past `seqlen` and columns past head_dim become 0.
-template <typename T, int kThreads>
+// `dst_stride` elements), converted to float when Dst is float; rows past `seqlen` and columns
+// past head_dim become 0.
+template <typename T, typename Dst, int kThreads>
 __device__ __forceinline__ void load_tile(const T* src_gmem, std::int64_t row_stride,
                                           std::int64_t row0, std::int64_t seqlen, int rows,
-                                          int head_dim, int head_dim_max, float* dst_smem,
+                                          int head_dim, int head_dim_max, Dst* dst_smem,
                                           int dst_stride) {
   constexpr int kVec = kVecElems<T>;
   const int vecs_per_row = head_dim_max / kVec;
   for (int e = threadIdx.x; e < rows * vecs_per_row; e += kThreads) {
     const int r = e / vecs_per_row, c = (e % vecs_per_row) * kVec;
-    float vals[kVec];
-    if (row0 + r < seqlen && c < head_dim) {
-      load_vec_as_float(src_gmem + (row0 + r) * row_stride + c, vals);
+    const bool inside = row0 + r < seqlen && c < head_dim;
+    Dst* dst = dst_smem + r * dst_stride + c;
+    if constexpr (std::is_same_v<T, Dst>) {
+      *reinterpret_cast<uint4*>(dst) =
+          inside ? __ldg(reinterpret_cast<const uint4*>(src_gmem + (row0 + r) * row_stride + c))
+                 : make_uint4(0, 0, 0, 0);
     } else {
+      float vals[kVec];
+      if (inside) {
+        load_vec_as_float(src_gmem + (row0 + r) * row_stride + c, vals);
+      } else {
 #pragma unroll
-      for (int i = 0; i < kVec; ++i) vals[i] = 0.0f;
-    }
-    float* dst = dst_smem + r * dst_stride + c;
+        for (int i = 0; i < kVec; ++i) vals[i] = 0.0f;
+      }
 #pragma unroll
-    for (int i = 0; i < kVec; i += 4) {
-      *reinterpret_cast<float4*>(dst + i) = make_float4(vals[i], vals[i + 1], vals[i + 2], vals[i + 3]);
+      for (int i = 0; i < kVec; i += 4) {
+        *reinterpret_cast<float4*>(dst + i) =
+            make_float4(vals[i], vals[i + 1], vals[i + 2], vals[i + 3]);
+      }
     }
   }
 }
 
 template <typename T, int kHeadDimMax>
-__global__ void __launch_bounds__(FlashTraits<kHeadDimMax>::kThreads)
+__global__ void __launch_bounds__(FlashTraits<T, kHeadDimMax>::kThreads)
 flash_forward_kernel(KernelArgs args) {
-  using Tr = FlashTraits<kHeadDimMax>;
+  using Tr = FlashTraits<T, kHeadDimMax>;
   constexpr int kBlockM = Tr::kBlockM, kBlockN = Tr::kBlockN, kRows = Tr::kRowsPerThread;
   constexpr int kKeys = Tr::kKeysPerThread, kColVecs = Tr::kColVecs;
-  extern __shared__ __align__(16) float smem[];
-  float* q_smem = smem;                                  // [kBlockM][kQkStride]
-  float* kv_smem = q_smem + kBlockM * Tr::kQkStride;     // [kBlockN][kQkStride]: K, then V
-  float* p_smem = kv_smem + kBlockN * Tr::kQkStride;     // [kBlockM][kPStride]
+  extern __shared__ __align__(16) unsigned char smem[];
+  T* q_smem = reinterpret_cast<T*>(smem);                                // [kBlockM][kQStride]
+  float* kv_smem = reinterpret_cast<float*>(smem + Tr::kQBytes);         // [kBlockN][kKvStride]
+  T* p_smem = reinterpret_cast<T*>(smem + Tr::kQBytes + Tr::kKvBytes);   // [kBlockM][kPStride]
 
   const int tx = threadIdx.x % Tr::kLanesPerRow;  // key / column group
   const int ty = threadIdx.x / Tr::kLanesPerRow;  // row group
@@ -101,8 +123,8 @@ flash_forward_kernel(KernelArgs args) {
     const T* v_gmem = static_cast<const T*>(args.v) + b * args.v_stride[0] + h_kv * args.v_stride[2];
 
     __syncthreads();  // the previous tile's readers of q_smem are done
-    load_tile<T, Tr::kThreads>(q_gmem, args.q_stride[1], m0, args.seqlen_q, kBlockM, head_dim,
-                               kHeadDimMax, q_smem, Tr::kQkStride);
+    load_tile<T, T, Tr::kThreads>(q_gmem, args.q_stride[1], m0, args.seqlen_q, kBlockM,
+                                  head_dim, kHeadDimMax, q_smem, Tr::kQStride);
 
     // Init: the attention state of this thread's rows.
     float row_max[kRows], row_sum[kRows];
@@ -119,8 +141,8 @@ flash_forward_kernel(KernelArgs args) {
     const std::int64_t key_end = mask.key_end(m0, kBlockM);
     for (std::int64_t n0 = 0; n0 < key_end; n0 += kBlockN) {
       __syncthreads();  // everyone is done with V of the previous tile
-      load_tile<T, Tr::kThreads>(k_gmem, args.k_stride[1], n0, args.seqlen_k, kBlockN, head_dim,
-                                 kHeadDimMax, kv_smem, Tr::kQkStride);
+      load_tile<T, float, Tr::kThreads>(k_gmem, args.k_stride[1], n0, args.seqlen_k, kBlockN,
+                                        head_dim, kHeadDimMax, kv_smem, Tr::kKvStride);
       __syncthreads();
 
       // S = Q K^T for kRows x kKeys scores.
@@ -129,11 +151,11 @@ flash_forward_kernel(KernelArgs args) {
         float4 q4[kRows];
 #pragma unroll
         for (int i = 0; i < kRows; ++i)
-          q4[i] = *reinterpret_cast<const float4*>(q_smem + (ty * kRows + i) * Tr::kQkStride + d);
+          q4[i] = load4_as_float(q_smem + (ty * kRows + i) * Tr::kQStride + d);
 #pragma unroll
         for (int j = 0; j < kKeys; ++j) {
           const float4 k4 =
-              *reinterpret_cast<const float4*>(kv_smem + (tx + j * 8) * Tr::kQkStride + d);
+              *reinterpret_cast<const float4*>(kv_smem + (tx + j * 8) * Tr::kKvStride + d);
 #pragma unroll
           for (int i = 0; i < kRows; ++i) {
             s[i][j] = fmaf(q4[i].x, k4.x, s[i][j]);
@@ -168,7 +190,7 @@ flash_forward_kernel(KernelArgs args) {
         for (int j = 0; j < kKeys; ++j) {
           const float p = exp2f(fmaf(s[i][j], args.scale_log2, -sub));
           p_sum += p;
-          p_smem[(ty * kRows + i) * Tr::kPStride + tx + j * 8] = round_to<T>(p);
+          p_smem[(ty * kRows + i) * Tr::kPStride + tx + j * 8] = from_float<T>(p);
         }
         // row_sum stays a per-lane partial sum (alpha is the same on all 8 lanes of a row);
         // the lanes are summed once, in the finalize step.
@@ -180,8 +202,8 @@ flash_forward_kernel(KernelArgs args) {
         }
       }
       __syncthreads();  // K reads and P writes are done
-      load_tile<T, Tr::kThreads>(v_gmem, args.v_stride[1], n0, args.seqlen_k, kBlockN, head_dim,
-                                 kHeadDimMax, kv_smem, Tr::kQkStride);
+      load_tile<T, float, Tr::kThreads>(v_gmem, args.v_stride[1], n0, args.seqlen_k, kBlockN,
+                                        head_dim, kHeadDimMax, kv_smem, Tr::kKvStride);
       __syncthreads();
 
       // O += P V over this tile's keys.
@@ -189,10 +211,10 @@ flash_forward_kernel(KernelArgs args) {
         float4 p4[kRows];
 #pragma unroll
         for (int i = 0; i < kRows; ++i)
-          p4[i] = *reinterpret_cast<const float4*>(p_smem + (ty * kRows + i) * Tr::kPStride + key);
+          p4[i] = load4_as_float(p_smem + (ty * kRows + i) * Tr::kPStride + key);
 #pragma unroll
         for (int kk = 0; kk < 4; ++kk) {
-          const float* v_row = kv_smem + (key + kk) * Tr::kQkStride + 4 * tx;
+          const float* v_row = kv_smem + (key + kk) * Tr::kKvStride + 4 * tx;
 #pragma unroll
           for (int c = 0; c < kColVecs; ++c) {
             if (4 * tx + 32 * c >= head_dim) continue;
@@ -244,7 +266,7 @@ flash_forward_kernel(KernelArgs args) {
 
 template <typename T, int kHeadDimMax>
 Status launch_flash(const KernelArgs& args, cudaStream_t stream) {
-  using Tr = FlashTraits<kHeadDimMax>;
+  using Tr = FlashTraits<T, kHeadDimMax>;
   auto kernel = flash_forward_kernel<T, kHeadDimMax>;
   FA_CUDA_RETURN_IF_ERROR(
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Tr::kSmemBytes),
