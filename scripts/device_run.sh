@@ -21,6 +21,9 @@ gtest_src=""
 
 if has build; then
 start=$(date +%s)
+# Always from scratch: the copied tree keeps this machine's file times, which can be older than
+# objects left by a previous call, and ninja would then keep stale kernels.
+rm -rf build-device
 cmake -S . -B build-device -G Ninja -DCMAKE_BUILD_TYPE=Release -DFLASHATTN_WERROR=ON \
   -DCMAKE_CUDA_FLAGS="-Xptxas=-v" $gtest_src > "$out/build.log" 2>&1 &&
   ninja -C build-device -j"$jobs" >> "$out/build.log" 2>&1
