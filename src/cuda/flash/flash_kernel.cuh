@@ -38,23 +38,27 @@ struct FlashTraits {
   static constexpr int kThreads = kBlockM / kRowsPerThread * kLanesPerRow;  // 128 or 256
   static constexpr int kKeysPerThread = kBlockN / kLanesPerRow;             // 8
   static constexpr int kColVecs = kHeadDimMax / 32;   // float4 column groups per thread
-  // Q and P stay in the input type T (P is rounded to T anyway), K and V are converted to float
-  // once per tile (each K/V element is read by 16 row groups). With 16-bit T that takes d128 from
-  // 85 KB to 60 KB of shared memory, 2 to 3 resident blocks per SM: ncu measured the 2-block
-  // version issuing on 41% of cycles, latency-bound at 2 warps per scheduler.
+  // K and V are converted to float once per tile (each element is read by 16 row groups). Q and P
+  // (P is rounded to T anyway) are staged as QpT: the 16-bit input type at d128, where it takes
+  // shared memory from 85 KB to 60 KB and resident blocks from 2 to 3 (measured +24%: ncu had the
+  // 2-block kernel issuing on 41% of cycles, latency-bound at 2 warps per scheduler); float
+  // elsewhere, where shared memory does not limit occupancy and the conversions on every read
+  // only cost (d64 measured -5% with 16-bit staging).
+  using QpT = std::conditional_t<kHeadDimMax == 128, T, float>;
   // Rows are padded by 16 bytes: keeps vector alignment and moves consecutive rows 4 banks apart.
-  static constexpr int kQStride = kHeadDimMax + 16 / sizeof(T);    // elements of T
+  static constexpr int kQStride = kHeadDimMax + 16 / sizeof(QpT);  // elements of QpT
   static constexpr int kKvStride = kHeadDimMax + 4;                // floats
-  static constexpr int kPStride = kBlockN + 16 / sizeof(T);        // elements of T
-  static constexpr int kQBytes = kBlockM * kQStride * sizeof(T);
+  static constexpr int kPStride = kBlockN + 16 / sizeof(QpT);      // elements of QpT
+  static constexpr int kQBytes = kBlockM * kQStride * sizeof(QpT);
   static constexpr int kKvBytes = kBlockN * kKvStride * 4;
-  static constexpr int kSmemBytes = kQBytes + kKvBytes + kBlockM * kPStride * sizeof(T);
+  static constexpr int kSmemBytes = kQBytes + kKvBytes + kBlockM * kPStride * sizeof(QpT);
   // Resident blocks per SM on the H200 (227 KB, 64K registers; sm_90a register counts), 16-bit /
   // float inputs:
-  //   d64:  36 / 52 KB, 128 registers          -> 4 / 4 blocks of 4 warps
+  //   d64:  52 KB, 128 registers               -> 4 blocks of 4 warps
   //   d128: 60 / 85 KB, 168 registers          -> 3 / 2 blocks of 4 warps
-  //   d256: 110 / 150 KB, 218 / 222 registers  -> 1 / 1 block of 8 warps (a launch-bounds cap of
-  //         128 registers for a second block spills 12 bytes)
+  //   d256: 150 KB, 128 / 222 registers        -> 1 block of 8 warps (staging Q and P in 16 bits
+  //         fits 2 blocks in shared memory, but then the compiler takes 218 registers, and a
+  //         launch-bounds cap of 128 spills)
 };
 
 // Copies rows [row0, row0 + rows) of one head of a BSHD tensor into `dst_smem` (row stride
@@ -99,9 +103,10 @@ flash_forward_kernel(KernelArgs args) {
   constexpr int kBlockM = Tr::kBlockM, kBlockN = Tr::kBlockN, kRows = Tr::kRowsPerThread;
   constexpr int kKeys = Tr::kKeysPerThread, kColVecs = Tr::kColVecs;
   extern __shared__ __align__(16) unsigned char smem[];
-  T* q_smem = reinterpret_cast<T*>(smem);                                // [kBlockM][kQStride]
-  float* kv_smem = reinterpret_cast<float*>(smem + Tr::kQBytes);         // [kBlockN][kKvStride]
-  T* p_smem = reinterpret_cast<T*>(smem + Tr::kQBytes + Tr::kKvBytes);   // [kBlockM][kPStride]
+  using QpT = typename Tr::QpT;
+  QpT* q_smem = reinterpret_cast<QpT*>(smem);                                // [kBlockM][kQStride]
+  float* kv_smem = reinterpret_cast<float*>(smem + Tr::kQBytes);             // [kBlockN][kKvStride]
+  QpT* p_smem = reinterpret_cast<QpT*>(smem + Tr::kQBytes + Tr::kKvBytes);   // [kBlockM][kPStride]
 
   const int tx = threadIdx.x % Tr::kLanesPerRow;  // key / column group
   const int ty = threadIdx.x / Tr::kLanesPerRow;  // row group
@@ -123,7 +128,7 @@ flash_forward_kernel(KernelArgs args) {
     const T* v_gmem = static_cast<const T*>(args.v) + b * args.v_stride[0] + h_kv * args.v_stride[2];
 
     __syncthreads();  // the previous tile's readers of q_smem are done
-    load_tile<T, T, Tr::kThreads>(q_gmem, args.q_stride[1], m0, args.seqlen_q, kBlockM,
+    load_tile<T, QpT, Tr::kThreads>(q_gmem, args.q_stride[1], m0, args.seqlen_q, kBlockM,
                                   head_dim, kHeadDimMax, q_smem, Tr::kQStride);
 
     // Init: the attention state of this thread's rows.
@@ -190,7 +195,7 @@ flash_forward_kernel(KernelArgs args) {
         for (int j = 0; j < kKeys; ++j) {
           const float p = exp2f(fmaf(s[i][j], args.scale_log2, -sub));
           p_sum += p;
-          p_smem[(ty * kRows + i) * Tr::kPStride + tx + j * 8] = from_float<T>(p);
+          p_smem[(ty * kRows + i) * Tr::kPStride + tx + j * 8] = from_float<QpT>(round_to<T>(p));
         }
         // row_sum stays a per-lane partial sum (alpha is the same on all 8 lanes of a row);
         // the lanes are summed once, in the finalize step.
