@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One call on the GPU machine: build (every kernel, warnings as errors), run the GPU tests, the
 # CLI verification matrix, compute-sanitizer on small odd shapes, and the benchmark. Logs go to
-# $OUT (or ./device-out).
+# $OUT (or ./device-out). Prepare the carried GoogleTest sources first: scripts/prepare_device.sh.
 #   bash scripts/device_run.sh [STAGES] [bench args...]
 # STAGES: comma-separated from build,test,fulltest,verify,sanitize,bench (default: all but fulltest).
 set -uo pipefail
