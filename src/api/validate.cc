@@ -130,7 +130,9 @@ Status validate(const ForwardParams& p) {
     }
   }
   if (p.q.dtype != DType::kBF16 && p.q.dtype != DType::kFP16 && p.q.dtype != DType::kFP32) {
-    return fail(StatusCode::kInvalidDtype, "q.dtype is not one of bf16, fp16, fp32");
+    return fail(StatusCode::kInvalidDtype,
+                "q.dtype = " + std::to_string(static_cast<int>(p.q.dtype)) +
+                    " (not a DType value), expected one of bf16, fp16, fp32");
   }
   if (has_lse && p.lse.dtype != DType::kFP32) {
     return fail(StatusCode::kInvalidDtype,

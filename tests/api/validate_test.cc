@@ -137,7 +137,7 @@ TEST(Validate, UnsupportedDtype) {
   Problem p;
   const auto bogus = static_cast<DType>(7);
   for (TensorView* t : {&p.params.q, &p.params.k, &p.params.v, &p.params.out}) t->dtype = bogus;
-  expect_refused(p, StatusCode::kInvalidDtype, {"q.dtype", "bf16, fp16, fp32"});
+  expect_refused(p, StatusCode::kInvalidDtype, {"q.dtype = 7", "bf16, fp16, fp32"});
 }
 
 // ---- ranks and shapes ----
