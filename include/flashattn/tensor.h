@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <initializer_list>
+#include <string>
 #include <string_view>
 
 namespace flashattn {
@@ -26,6 +27,8 @@ struct Device {
   bool operator==(const Device& o) const { return type == o.type && index == o.index; }
   bool operator!=(const Device& o) const { return !(*this == o); }
 };
+
+std::string device_name(Device device);  // "cpu", "cuda:0"
 
 constexpr int kMaxRank = 4;
 

@@ -15,6 +15,11 @@ std::string_view dtype_name(DType dtype) {
   return "?";
 }
 
+std::string device_name(Device device) {
+  return device.type == DeviceType::kCPU ? std::string("cpu")
+                                         : "cuda:" + std::to_string(device.index);
+}
+
 std::size_t dtype_size(DType dtype) { return dtype == DType::kFP32 ? 4 : 2; }
 
 bool parse_dtype(std::string_view name, DType* out) {

@@ -12,10 +12,6 @@
 namespace flashattn {
 namespace {
 
-std::string device_string(Device d) {
-  return d.type == DeviceType::kCPU ? std::string("cpu") : "cuda:" + std::to_string(d.index);
-}
-
 Status fail(StatusCode code, const std::string& msg) { return Status(code, msg); }
 
 Status check_rank(const TensorView& t, const char* name, int rank, const char* layout) {
@@ -201,9 +197,9 @@ Status validate(const ForwardParams& p) {
                          std::pair{&p.lse, "lse"}}) {
     if (t->defined() && t->device != p.q.device) {
       return fail(StatusCode::kInvalidDevice, std::string(name) + ".device = " +
-                                                  device_string(t->device) +
+                                                  device_name(t->device) +
                                                   " must equal q.device = " +
-                                                  device_string(p.q.device));
+                                                  device_name(p.q.device));
     }
   }
   for (auto [t, name] : {std::pair{&p.q, "q"}, std::pair{&p.k, "k"}, std::pair{&p.v, "v"},

@@ -10,30 +10,22 @@
 // rounding points, it catches the kernels' algorithm bugs (a broken -inf guard, a wrong causal
 // tile bound, LSE in the wrong log base) on a machine without a GPU.
 #include <algorithm>
-#include <atomic>
 #include <cmath>
 #include <cstdint>
 #include <limits>
-#include <thread>
 #include <vector>
 
 #include "api/backend.h"
 #include "common/dtype_convert.h"
+#include "common/math_constants.h"
+#include "cpu/host_loop.h"
 
 namespace flashattn {
 namespace {
 
 constexpr std::int64_t kBlockM = 64;  // query rows per work item (one GPU thread block)
 constexpr std::int64_t kBlockN = 64;  // keys per K/V tile
-constexpr float kLog2e = 1.4426950408889634f;
-constexpr float kLn2 = 0.6931471805599453f;
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
-
-// Element offset of (i0, i1, i2, i3) in a rank-4 view; 64-bit so tensors above 2^31 elements work.
-std::int64_t offset4(const TensorView& t, std::int64_t i0, std::int64_t i1, std::int64_t i2,
-                     std::int64_t i3) {
-  return i0 * t.stride[0] + i1 * t.stride[1] + i2 * t.stride[2] + i3 * t.stride[3];
-}
 
 // Per-thread scratch, reused across work items.
 struct TileBuffers {
@@ -102,7 +94,7 @@ class FlashWorker {
     for (std::int64_t r = 0; r < rows; ++r) {
       for (std::int64_t d = 0; d < head_dim_; ++d) {
         buf_.q_tile[r * head_dim_ + d] =
-            load_as_float(p_.q.data, p_.q.dtype, offset4(p_.q, b, row_begin + r, h, d));
+            load_as_float(p_.q.data, p_.q.dtype, cpu::offset4(p_.q, b, row_begin + r, h, d));
       }
     }
   }
@@ -114,8 +106,8 @@ class FlashWorker {
       for (std::int64_t d = 0; d < head_dim_; ++d) {
         float k_val = 0.0f, v_val = 0.0f;
         if (c < keys) {
-          k_val = load_as_float(p_.k.data, p_.k.dtype, offset4(p_.k, b, key_begin + c, kv_h, d));
-          v_val = load_as_float(p_.v.data, p_.v.dtype, offset4(p_.v, b, key_begin + c, kv_h, d));
+          k_val = load_as_float(p_.k.data, p_.k.dtype, cpu::offset4(p_.k, b, key_begin + c, kv_h, d));
+          v_val = load_as_float(p_.v.data, p_.v.dtype, cpu::offset4(p_.v, b, key_begin + c, kv_h, d));
         }
         buf_.k_tile_t[d * kBlockN + c] = k_val;
         buf_.v_tile[c * head_dim_ + d] = v_val;
@@ -194,7 +186,7 @@ class FlashWorker {
       const float inv_sum = empty ? 0.0f : 1.0f / row_sum;
       const float* o_row = &buf_.o_acc[r * head_dim_];
       for (std::int64_t d = 0; d < head_dim_; ++d) {
-        store_from_float(p_.out.data, p_.out.dtype, offset4(p_.out, b, row, h, d),
+        store_from_float(p_.out.data, p_.out.dtype, cpu::offset4(p_.out, b, row, h, d),
                          empty ? 0.0f : o_row[d] * inv_sum);
       }
       if (p_.lse.defined()) {
@@ -228,27 +220,14 @@ Status flash_forward(const ForwardParams& p) {
 
   // Work item -> (batch, head, m_block); threads pull items from an atomic counter because causal
   // blocks near the bottom cost more than those at the top.
-  std::atomic<std::int64_t> next{0};
-  auto worker = [&] {
-    TileBuffers buf(p.head_dim());
-    FlashWorker flash(p, buf);
-    for (std::int64_t item = next.fetch_add(1); item < items; item = next.fetch_add(1)) {
-      const std::int64_t m_block = item % m_blocks;
+  cpu::parallel_for(items, [&] {
+    // Per-thread scratch, reused across the thread's work items.
+    return [&p, heads, m_blocks, buf = TileBuffers(p.head_dim())](std::int64_t item) mutable {
+      FlashWorker flash(p, buf);
       const std::int64_t bh = item / m_blocks;
-      flash.run_block(bh / heads, bh % heads, m_block);
-    }
-  };
-  const std::int64_t hw = std::max<std::int64_t>(1, std::thread::hardware_concurrency());
-  const std::int64_t threads = std::min(hw, items);
-  if (threads <= 1) {
-    worker();
-    return Status::Ok();
-  }
-  std::vector<std::thread> pool;
-  pool.reserve(static_cast<std::size_t>(threads - 1));
-  for (std::int64_t t = 1; t < threads; ++t) pool.emplace_back(worker);
-  worker();
-  for (std::thread& t : pool) t.join();
+      flash.run_block(bh / heads, bh % heads, item % m_blocks);
+    };
+  });
   return Status::Ok();
 }
 

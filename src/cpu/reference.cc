@@ -8,45 +8,17 @@
 #include "cpu/reference.h"
 
 #include <algorithm>
-#include <atomic>
 #include <cmath>
 #include <cstdint>
 #include <limits>
-#include <thread>
 #include <vector>
 
 #include "api/backend.h"
 #include "common/dtype_convert.h"
+#include "cpu/host_loop.h"
 
 namespace flashattn::cpu {
 namespace {
-
-// Runs body(item) for item in [0, count) on up to hardware_concurrency threads that pull items
-// from an atomic counter (heads differ in cost under a causal mask, so no static split).
-template <typename Body>
-void parallel_for(std::int64_t count, Body body) {
-  const std::int64_t hw = std::max<std::int64_t>(1, std::thread::hardware_concurrency());
-  const std::int64_t threads = std::min(hw, count);
-  if (threads <= 1) {
-    for (std::int64_t i = 0; i < count; ++i) body(i);
-    return;
-  }
-  std::atomic<std::int64_t> next{0};
-  auto worker = [&] {
-    for (std::int64_t i = next.fetch_add(1); i < count; i = next.fetch_add(1)) body(i);
-  };
-  std::vector<std::thread> pool;
-  pool.reserve(static_cast<std::size_t>(threads - 1));
-  for (std::int64_t t = 1; t < threads; ++t) pool.emplace_back(worker);
-  worker();
-  for (std::thread& t : pool) t.join();
-}
-
-// Element offset of index (i0, i1, i2, i3) in a rank-4 view, 64-bit throughout.
-std::int64_t offset4(const TensorView& t, std::int64_t i0, std::int64_t i1, std::int64_t i2,
-                     std::int64_t i3) {
-  return i0 * t.stride[0] + i1 * t.stride[1] + i2 * t.stride[2] + i3 * t.stride[3];
-}
 
 // Number of keys query row `row` sees: all of them, or under the bottom-right causal mask the keys
 // j <= row + (seqlen_k - seqlen_q), clamped to [0, seqlen_k].
@@ -69,7 +41,7 @@ void naive_attention(const ForwardParams& p, Sink sink) {
   const Acc scale = static_cast<Acc>(p.scale());
   const Acc neg_inf = -std::numeric_limits<Acc>::infinity();
 
-  parallel_for(batch * heads, [&](std::int64_t item) {
+  parallel_for(batch * heads, [&] { return [&](std::int64_t item) {
     const std::int64_t b = item / heads, h = item % heads, kv_h = h / group;
     // K and V of this (batch, kv head), converted once: seqlen_k x head_dim each.
     std::vector<Acc> k_mat(static_cast<std::size_t>(seqlen_k * head_dim));
@@ -116,7 +88,7 @@ void naive_attention(const ForwardParams& p, Sink sink) {
       for (std::int64_t d = 0; d < head_dim; ++d) o_row[d] /= row_sum;
       sink(b, i, h, o_row.data(), row_max + std::log(row_sum));
     }
-  });
+  }; });
 }
 
 Status require_host(const ForwardParams& p) {

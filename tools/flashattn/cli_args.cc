@@ -355,11 +355,6 @@ void check_backend_name(const std::string& flag, const std::string& name, bool a
                    ", got " + quote(name));
 }
 
-std::string device_string(Device device) {
-  return device.type == DeviceType::kCPU ? std::string("cpu")
-                                         : "cuda:" + std::to_string(device.index);
-}
-
 Device resolve_device(const std::string& command, const std::optional<std::string>& device_flag,
                       const std::vector<std::string>& named_backends) {
   const std::vector<BackendInfo> backends = list_backends();

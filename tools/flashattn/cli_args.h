@@ -137,6 +137,5 @@ Device resolve_device(const std::string& command, const std::optional<std::strin
 // Throws UsageError unless `name` is a registered backend (or "auto" when allowed).
 void check_backend_name(const std::string& flag, const std::string& name, bool allow_auto);
 
-std::string device_string(Device device);  // "cpu", "cuda:0"
 
 }  // namespace flashattn::cli

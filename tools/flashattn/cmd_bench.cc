@@ -39,15 +39,15 @@ std::string join(const std::vector<T>& items) {
 std::string device_description(Device device) {
   if (device.type == DeviceType::kCPU) return "cpu";
   cuda::DeviceProps props;
-  if (!cuda::device_props(device.index, &props).ok()) return device_string(device);
-  return device_string(device) + " (" + props.name + ")";
+  if (!cuda::device_props(device.index, &props).ok()) return device_name(device);
+  return device_name(device) + " (" + props.name + ")";
 }
 
 // The command line that reproduces this run, every default spelled out.
 std::string command_line(const BenchOptions& o) {
   const ProblemShape& s = o.shape;
   std::ostringstream os;
-  os << "flashattn bench --device " << device_string(o.device) << " --batch " << s.batch
+  os << "flashattn bench --device " << device_name(o.device) << " --batch " << s.batch
      << " --heads " << s.heads << " --kv-heads " << s.kv_heads << " --head-dim " << s.head_dim
      << " --dtype " << dtype_name(s.dtype) << (s.causal ? " --causal" : "");
   if (s.scale.has_value()) os << " --scale " << *s.scale;

@@ -69,7 +69,7 @@ int cmd_verify(const Args& args) {
   VerifyReport report;
   const Status st = verify(shape, options, &report);
   if (!st.ok()) {
-    throw RunError("could not verify " + shape.to_string() + " on " + device_string(device) +
+    throw RunError("could not verify " + shape.to_string() + " on " + device_name(device) +
                    " (backend " + backend + ", seed " + std::to_string(options.seed) +
                    "): " + st.to_string());
   }

@@ -14,10 +14,9 @@
 
 #include <cmath>
 
-namespace flashattn::cuda {
+#include "common/math_constants.h"
 
-constexpr float kLog2e = 1.4426950408889634f;
-constexpr float kLn2 = 0.6931471805599453f;
+namespace flashattn::cuda {
 
 // The value subtracted from scores of a row whose running max is `row_max`.
 __device__ __forceinline__ float safe_max(float row_max) {

@@ -4,10 +4,11 @@
 
 #include <string>
 
+#include "common/math_constants.h"
+
 namespace flashattn::cuda {
 
 KernelArgs kernel_args_of(const ForwardParams& p) {
-  constexpr float kLog2e = 1.4426950408889634f;
   KernelArgs a{};
   a.q = p.q.data; a.k = p.k.data; a.v = p.v.data; a.o = p.out.data;
   a.lse = static_cast<float*>(p.lse.data);
