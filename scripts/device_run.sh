@@ -3,7 +3,8 @@
 # CLI verification matrix, compute-sanitizer on small odd shapes, and the benchmark. Logs go to
 # $OUT (or ./device-out). Prepare the carried GoogleTest sources first: scripts/prepare_device.sh.
 #   bash scripts/device_run.sh [STAGES] [bench args...]
-# STAGES: comma-separated from build,test,fulltest,verify,sanitize,bench (default: all but fulltest).
+# STAGES: comma-separated from build,test,fulltest,tune,verify,sanitize,bench
+# (default: all but fulltest and tune).
 set -uo pipefail
 stages=${1:-build,test,verify,sanitize,bench}; shift || true
 has() { [[ ",$stages," == *",$1,"* ]]; }
@@ -25,12 +26,24 @@ start=$(date +%s)
 # objects left by a previous call, and ninja would then keep stale kernels.
 rm -rf build-device
 cmake -S . -B build-device -G Ninja -DCMAKE_BUILD_TYPE=Release -DFLASHATTN_WERROR=ON \
+  -DFLASHATTN_BUILD_TUNING=ON \
   -DCMAKE_CUDA_FLAGS="-Xptxas=-v" $gtest_src > "$out/build.log" 2>&1 &&
   ninja -C build-device -j"$jobs" >> "$out/build.log" 2>&1
 rc=$?
 note "build: rc=$rc in $(( $(date +%s) - start )) s"
 [ $rc -eq 0 ] || { tail -40 "$out/build.log"; exit 1; }
 grep -E "spill stores|Used [0-9]+ registers" "$out/build.log" | sort | uniq -c | sort -rn | head -5 >> "$summary"
+# Registers of the flash-sm80 kernels as built (library instantiations, sm_90a).
+grep -A2 "Compiling entry function '_ZN9flashattn4cuda17flash_sm80_kernel.*sm_90a" "$out/build.log" |
+  grep -oE "Sm80ConfigILi[0-9]+ELi[0-9]+ELi[0-9]+|Used [0-9]+ registers|[0-9]+ bytes spill stores" |
+  paste -d' ' - - - | sort -u > "$out/sm80_registers.txt"
+fi
+
+# The tile-shape tuner: every candidate of tools/tune_sm80 on FlashAttention's grid.
+if has tune; then
+start=$(date +%s)
+build-device/tools/tune_sm80/tune_sm80 ${TUNE_SEQLENS:-1024 4096 16384} > "$out/tune.txt" 2>&1
+note "tune: rc=$? in $(( $(date +%s) - start )) s"
 fi
 
 cli=build-device/tools/flashattn/flashattn
@@ -52,8 +65,9 @@ fi
 if has verify; then
 start=$(date +%s)
 fails=0; runs=0
-for backend in flash naive; do
+for backend in flash-sm80 flash naive; do
   for dtype in bf16 fp16 fp32; do
+    [ $backend = flash-sm80 ] && [ $dtype = fp32 ] && continue
     for d in 64 128 256; do
       for causal in "" "--causal"; do
         runs=$((runs + 1))
@@ -87,6 +101,13 @@ for backend in flash naive; do
   for args in "${shapes[@]}"; do sanitize memcheck $backend $args; done
   for tool in racecheck synccheck initcheck; do sanitize $tool $backend ${shapes[0]}; done
 done
+# flash-sm80: its own head dims and 16-bit types.
+shapes=("--seqlen-q 113 --seqlen-k 203 --head-dim 96 --dtype bf16 --causal"
+        "--seqlen-q 203 --seqlen-k 17 --head-dim 256 --dtype fp16 --causal"
+        "--seqlen-q 17 --seqlen-k 113 --head-dim 64 --dtype fp16"
+        "--seqlen-q 129 --seqlen-k 257 --head-dim 192 --dtype bf16")
+for args in "${shapes[@]}"; do sanitize memcheck flash-sm80 $args; done
+for tool in racecheck synccheck initcheck; do sanitize $tool flash-sm80 ${shapes[0]}; done
 note "sanitizer: $(grep -c 'rc=0$' "$out/sanitizer.log") of $(grep -c '^== ' "$out/sanitizer.log") clean in $(( $(date +%s) - start )) s"
 fi
 

@@ -35,5 +35,6 @@ const Backend* cpu_reference_backend();
 const Backend* cpu_flash_backend();
 const Backend* cuda_naive_backend();
 const Backend* cuda_flash_backend();
+const Backend* cuda_flash_sm80_backend();
 
 }  // namespace flashattn

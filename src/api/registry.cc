@@ -8,15 +8,17 @@
 namespace flashattn {
 namespace {
 
-const std::array<const Backend*, 4>& registry() {
-  static const std::array<const Backend*, 4> kBackends = {
-      cpu_reference_backend(), cpu_flash_backend(), cuda_naive_backend(), cuda_flash_backend()};
+const std::array<const Backend*, 5>& registry() {
+  static const std::array<const Backend*, 5> kBackends = {
+      cpu_reference_backend(), cpu_flash_backend(), cuda_naive_backend(), cuda_flash_backend(),
+      cuda_flash_sm80_backend()};
   return kBackends;
 }
 
 // "auto" takes the first usable backend that supports the params, in this order per device type.
-// Tensor-core kernels go in front of "flash" as they land.
-constexpr std::array<std::string_view, 1> kAutoCuda = {"flash"};
+// The tensor-core kernel first; "flash" covers what it does not (fp32, other head dims, GPUs
+// older than sm_80).
+constexpr std::array<std::string_view, 2> kAutoCuda = {"flash-sm80", "flash"};
 constexpr std::array<std::string_view, 1> kAutoCpu = {"cpu-flash"};
 
 std::string known_names() {

@@ -235,14 +235,12 @@ std::string BenchResult::table() const {
      << " | median of " << o.min_iters << "-" << o.max_iters << " runs after " << o.warmup
      << " warm-up runs" << (o.device.type == DeviceType::kCUDA ? ", L2 flushed before each" : "")
      << "\n";
-  // Speedup: flash over naive when both are listed, else the last backend over the first.
-  std::size_t den = 0, num = names.size() - 1;
+  // Speedup: the last backend listed (the fastest kernel, by the default order) over naive when
+  // naive is listed, else over the first.
+  std::size_t den = 0;
+  const std::size_t num = names.size() - 1;
   const auto naive = std::find(names.begin(), names.end(), "naive");
-  const auto flash = std::find(names.begin(), names.end(), "flash");
-  if (naive != names.end() && flash != names.end()) {
-    den = static_cast<std::size_t>(naive - names.begin());
-    num = static_cast<std::size_t>(flash - names.begin());
-  }
+  if (naive != names.end()) den = static_cast<std::size_t>(naive - names.begin());
   const bool speedup = names.size() >= 2 && num != den;
 
   std::string header = pad_left("seqlen", 8);

@@ -25,6 +25,11 @@ class NotBuiltBackend final : public Backend {
 
 }  // namespace
 
+const Backend* cuda_flash_sm80_backend() {
+  static const NotBuiltBackend b("flash-sm80", "GPU tensor-core kernel (mma.sync, sm_80+)");
+  return &b;
+}
+
 const Backend* cuda_naive_backend() {
   static const NotBuiltBackend b("naive", "GPU golden reference: S to global memory, softmax, PV");
   return &b;

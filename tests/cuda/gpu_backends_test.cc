@@ -1,4 +1,4 @@
-// GPU backends ("naive", "flash") against the references, through the verifier (docs/testing.md).
+// GPU backends ("naive", "flash", "flash-sm80") against the references, through the verifier (docs/testing.md).
 // Every test reports skipped, not passed, on a machine without a CUDA device.
 #include <gtest/gtest.h>
 
@@ -27,7 +27,9 @@ struct GpuCase {
 
 std::string case_name(const GpuCase& c) {
   std::ostringstream os;
-  os << (c.backend == "naive" ? "naive" : "flash") << "_b" << c.shape.batch << "_h" << c.shape.heads
+  std::string backend = c.backend;
+  for (char& ch : backend) ch = ch == '-' ? '_' : ch;
+  os << backend << "_b" << c.shape.batch << "_h" << c.shape.heads
      << "_" << c.shape.kv_heads << "_q" << c.shape.seqlen_q << "_k" << c.shape.seqlen_k << "_d"
      << c.shape.head_dim << "_" << dtype_name(c.shape.dtype) << (c.shape.causal ? "_causal" : "")
      << (c.layout == InputLayout::kStridedBHSD   ? "_bhsd"
@@ -59,10 +61,16 @@ std::vector<GpuCase> grid(bool full) {
       {1, 1},     {17, 17},     {113, 113},   {127, 127}, {203, 203},   {239, 239},
       {339, 339}, {1023, 1023}, {1025, 1025}, {113, 203}, {203, 113},   {1, 4097},
       {4097, 1},  {1023, 1024}, {1024, 1023}, {17, 1},    {4097, 4097}};
-  const std::vector<std::int64_t> head_dims = {8, 32, 64, 72, 96, 128, 160, 256};
-  const std::vector<DType> dtypes = {DType::kBF16, DType::kFP16, DType::kFP32};
   std::vector<GpuCase> cases;
-  for (const char* backend : {"naive", "flash"}) {
+  for (const std::string backend : {"naive", "flash", "flash-sm80"}) {
+    // The tensor-core kernel takes bf16 / fp16 and its own head dims only.
+    const bool sm80 = backend == "flash-sm80";
+    const std::vector<std::int64_t> head_dims =
+        sm80 ? std::vector<std::int64_t>{64, 96, 128, 192, 256}
+             : std::vector<std::int64_t>{8, 32, 64, 72, 96, 128, 160, 256};
+    const std::vector<DType> dtypes =
+        sm80 ? std::vector<DType>{DType::kBF16, DType::kFP16}
+             : std::vector<DType>{DType::kBF16, DType::kFP16, DType::kFP32};
     int i = 0;
     for (auto [sq, sk] : lengths) {
       for (std::int64_t d : head_dims) {
@@ -177,7 +185,7 @@ TEST_P(GpuBackendTest, ManyHeadsBeyondGridLimit) {
   opt.device = Device::cuda(0);
   opt.seed = testing::base_seed();
   VerifyReport report;
-  ASSERT_TRUE(verify(shape(3, 24000, 24000, 3, 5, 8, DType::kBF16, false), opt, &report).ok());
+  ASSERT_TRUE(verify(shape(3, 24000, 24000, 3, 5, 64, DType::kBF16, false), opt, &report).ok());
   EXPECT_TRUE(report.passed) << report.to_string();
 }
 
@@ -201,17 +209,24 @@ TEST_P(GpuBackendTest, EmptySequences) {
   EXPECT_TRUE(forward(z.params, GetParam()).ok());
 }
 
-INSTANTIATE_TEST_SUITE_P(Backends, GpuBackendTest, ::testing::Values("naive", "flash"));
+INSTANTIATE_TEST_SUITE_P(Backends, GpuBackendTest, ::testing::Values("naive", "flash", "flash-sm80"),
+                         [](const ::testing::TestParamInfo<const char*>& p) {
+                           std::string name = p.param;
+                           for (char& ch : name) ch = ch == '-' ? '_' : ch;
+                           return name;
+                         });
 
 // Tensors past 2^31 elements: 64-bit offsets. q, k, v, out have 2^31 + 2^24 elements each
 // (4.3 GB in bf16); the last batch entries are checked against the float64 reference.
-TEST(GpuLargeTest, FlashBeyond2To31Elements) {
+class GpuLargeTest : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(GpuLargeTest, Beyond2To31Elements) {
   FA_SKIP_WITHOUT_CUDA();
   const ProblemShape s = shape(16385, 64, 16, 16, 16, 128, DType::kBF16, false);
   GpuProblem p;
   make_problem(s, testing::base_seed(), &p);
   ASSERT_GT(p.q.numel(), std::int64_t{1} << 31);
-  ASSERT_TRUE(forward(p.params, "flash").ok());
+  ASSERT_TRUE(forward(p.params, GetParam()).ok());
   std::vector<float> q, k, v, o;
   ASSERT_TRUE(p.q.to_host_float(&q).ok());
   ASSERT_TRUE(p.k.to_host_float(&k).ok());
@@ -239,6 +254,37 @@ TEST(GpuLargeTest, FlashBeyond2To31Elements) {
   }
   // bf16 output rounding is 2^-9 relative; allow twice that plus the P rounding.
   EXPECT_LE(max_err, 4.0 * std::ldexp(1.0, -9) * max_ref) << "max_err " << max_err;
+}
+
+INSTANTIATE_TEST_SUITE_P(Flash, GpuLargeTest, ::testing::Values("flash", "flash-sm80"),
+                         [](const ::testing::TestParamInfo<const char*>& p) {
+                           return std::string(p.param[5] == '-' ? "flash_sm80" : "flash");
+                         });
+
+// "auto" takes the tensor-core kernel where it applies and the CUDA-core kernel elsewhere;
+// flash-sm80 says exactly what it does not cover.
+TEST(GpuAutoTest, PicksTensorCoreKernelWhereItApplies) {
+  FA_SKIP_WITHOUT_CUDA();
+  struct Want { std::int64_t d; DType dtype; const char* backend; };
+  for (const Want& w : {Want{128, DType::kBF16, "flash-sm80"}, Want{64, DType::kFP16, "flash-sm80"},
+                        Want{256, DType::kBF16, "flash-sm80"}, Want{72, DType::kBF16, "flash"},
+                        Want{128, DType::kFP32, "flash"}}) {
+    GpuProblem p;
+    make_problem(shape(1, 2, 2, 5, 5, w.d, w.dtype, false), testing::base_seed(), &p);
+    std::string name;
+    ASSERT_TRUE(resolve_backend(p.params, "auto", &name).ok());
+    EXPECT_EQ(name, w.backend) << "d" << w.d << " " << dtype_name(w.dtype);
+    if (name == "flash") {
+      const Status st = forward(p.params, "flash-sm80");
+      EXPECT_EQ(st.code(), StatusCode::kUnsupported) << st.to_string();
+      EXPECT_NE(st.message().find(w.dtype == DType::kFP32 ? "fp32" : "q.shape[3] = 72"),
+                std::string::npos)
+          << st.message();
+      std::vector<float> o;
+      ASSERT_TRUE(p.out.to_host_float(&o).ok());
+      for (float x : o) ASSERT_TRUE(std::isnan(x)) << "flash-sm80 wrote an unsupported problem";
+    }
+  }
 }
 
 // The naive backend computes the bytes S needs and reports OOM with them, writing nothing.

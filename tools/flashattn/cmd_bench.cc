@@ -22,7 +22,7 @@ constexpr ShapeDefaults kCpuDefaults = {1, 4, 0, 64, DType::kFP32};
 // outgrows an H200's 141 GB and the table shows naive running out of memory.
 const std::vector<std::int64_t> kCudaSeqlens = {512, 1024, 2048, 4096, 8192, 16384, 32768};
 const std::vector<std::int64_t> kCpuSeqlens = {128, 256, 512, 1024};
-const std::vector<std::string> kCudaBackends = {"naive", "flash"};
+const std::vector<std::string> kCudaBackends = {"naive", "flash", "flash-sm80"};
 const std::vector<std::string> kCpuBackends = {"cpu-reference", "cpu-flash"};
 constexpr int kDefaultWarmup = 2;
 constexpr int kDefaultMaxIters = 20;

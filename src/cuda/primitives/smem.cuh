@@ -1,0 +1,13 @@
+// Shared-memory addresses as the PTX instructions want them: 32-bit offsets in the .shared window.
+// Every instruction in this folder that reads or writes shared memory takes such an address.
+#pragma once
+
+#include <cstdint>
+
+namespace flashattn::cuda::ptx {
+
+__device__ __forceinline__ std::uint32_t smem_addr(const void* ptr_smem) {
+  return static_cast<std::uint32_t>(__cvta_generic_to_shared(ptr_smem));
+}
+
+}  // namespace flashattn::cuda::ptx

@@ -1,0 +1,21 @@
+// Builds a Candidate from a Sm80Config (included by the tune_hdim*.cu translation units).
+#pragma once
+
+#include <string>
+
+#include "candidates.h"
+#include "cuda/sm80/flash_sm80_kernel.cuh"
+
+namespace flashattn::tune {
+
+template <class Cfg>
+Candidate make_candidate() {
+  std::string name = "M" + std::to_string(Cfg::kBlockM) + " N" + std::to_string(Cfg::kBlockN) +
+                     " W" + std::to_string(Cfg::kWarps) + (Cfg::kQInRegs ? " qreg" : "") + " B" +
+                     std::to_string(Cfg::kMinBlocks);
+  return {Cfg::kHeadDim, name, &cuda::launch_flash_sm80_config<__nv_bfloat16, Cfg>,
+          reinterpret_cast<const void*>(&cuda::flash_sm80_kernel<__nv_bfloat16, Cfg>),
+          Cfg::kThreads, Cfg::kSmemBytes};
+}
+
+}  // namespace flashattn::tune

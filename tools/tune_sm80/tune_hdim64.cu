@@ -1,0 +1,12 @@
+#include "candidate_def.cuh"
+
+namespace flashattn::tune {
+using cuda::Sm80Config;
+void add_hdim64(std::vector<Candidate>* out) {
+  //                                     d   M    N   W  qreg   B
+  out->push_back(make_candidate<Sm80Config<64, 128, 64, 4, true, 2>>());
+  out->push_back(make_candidate<Sm80Config<64, 128, 64, 4, false, 2>>());
+  out->push_back(make_candidate<Sm80Config<64, 128, 128, 8, false, 1>>());
+  out->push_back(make_candidate<Sm80Config<64, 64, 64, 4, false, 3>>());
+}
+}  // namespace flashattn::tune
