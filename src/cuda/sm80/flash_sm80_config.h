@@ -15,7 +15,8 @@
 
 namespace flashattn::cuda {
 
-template <int kHeadDim_, int kBlockM_, int kBlockN_, int kWarps_, bool kQInRegs_, int kMinBlocks_>
+template <int kHeadDim_, int kBlockM_, int kBlockN_, int kWarps_, bool kQInRegs_, int kMinBlocks_,
+          int kBarriers_ = 2>
 struct Sm80Config {
   static constexpr int kHeadDim = kHeadDim_;
   static constexpr int kBlockM = kBlockM_;
@@ -27,6 +28,11 @@ struct Sm80Config {
   static constexpr bool kQInRegs = kQInRegs_;
   static constexpr int kMinBlocks = kMinBlocks_;  // __launch_bounds__: caps registers
   static constexpr int kStages = 2;               // K and V tiles in flight
+  // Barriers per key tile: 2 waits for K before QK^T and for V before PV (V lands during the
+  // softmax); 1 waits for both before QK^T and frees the warps of a block from moving in
+  // lockstep twice per tile.
+  static constexpr int kBarriers = kBarriers_;
+  static_assert(kBarriers == 1 || kBarriers == 2, "1 or 2 barriers per key tile");
 
   static constexpr int kThreads = kWarps * 32;
   static constexpr int kWarpM = kBlockM / kWarps;

@@ -140,9 +140,9 @@ flash_sm80_kernel(KernelArgs args) {
   const std::int64_t key_end = mask.key_end(m0, kBlockM);
   const int n_tiles = key_end > 0 ? static_cast<int>((key_end + kBlockN - 1) / kBlockN) : 0;
 
-  // cp.async groups, in commit order: [Q, K0] [V0] then per iteration [K j+1] [V j+1] (empty
-  // past the end). Waiting until 2 groups remain in flight therefore always completes exactly
-  // the tile about to be read.
+  // cp.async groups, in commit order: [Q, K0] [V0], then per tile [K j+1] [V j+1] with two
+  // barriers per tile (empty past the end: waiting until 2 groups remain in flight always
+  // completes exactly the tile about to be read), or [K j+1, V j+1] with one.
   sm80::load_tile_async<Cfg, kBlockM>(q_smem, q_gmem, args.q_stride[1], m0, args.seqlen_q);
   if (n_tiles > 0) {
     sm80::load_tile_async<Cfg, kBlockN>(k_smem, k_gmem, args.k_stride[1], 0, args.seqlen_k);
@@ -173,14 +173,28 @@ flash_sm80_kernel(KernelArgs args) {
     const std::int64_t n0 = static_cast<std::int64_t>(j) * kBlockN;
     const std::uint32_t k_tile = k_smem + stage * Cfg::kKvTileBytes;
     const std::uint32_t v_tile = v_smem + stage * Cfg::kKvTileBytes;
-    // K[j+1] overwrites K[j-1], which every warp finished before the previous V barrier.
-    if (j + 1 < n_tiles) {
-      sm80::load_tile_async<Cfg, kBlockN>(k_smem + next_stage * Cfg::kKvTileBytes, k_gmem,
-                                          args.k_stride[1], n0 + kBlockN, args.seqlen_k);
+    if constexpr (Cfg::kBarriers == 1) {
+      // One barrier per tile: K[j] and V[j] (issued one tile ago) landed for every thread, and
+      // every warp is done with tile j - 1, whose stage K[j+1] and V[j+1] overwrite.
+      ptx::cp_async_wait<0>();
+      __syncthreads();
+      if (j + 1 < n_tiles) {
+        sm80::load_tile_async<Cfg, kBlockN>(k_smem + next_stage * Cfg::kKvTileBytes, k_gmem,
+                                            args.k_stride[1], n0 + kBlockN, args.seqlen_k);
+        sm80::load_tile_async<Cfg, kBlockN>(v_smem + next_stage * Cfg::kKvTileBytes, v_gmem,
+                                            args.v_stride[1], n0 + kBlockN, args.seqlen_k);
+      }
+      ptx::cp_async_commit();
+    } else {
+      // K[j+1] overwrites K[j-1], which every warp finished before the previous V barrier.
+      if (j + 1 < n_tiles) {
+        sm80::load_tile_async<Cfg, kBlockN>(k_smem + next_stage * Cfg::kKvTileBytes, k_gmem,
+                                            args.k_stride[1], n0 + kBlockN, args.seqlen_k);
+      }
+      ptx::cp_async_commit();
+      ptx::cp_async_wait<2>();
+      __syncthreads();  // K[j] (and, first time, Q) visible to every warp
     }
-    ptx::cp_async_commit();
-    ptx::cp_async_wait<2>();
-    __syncthreads();  // K[j] (and, first time, Q) visible to every warp
 
     if constexpr (Cfg::kQInRegs) {
       if (j == 0) {
@@ -247,7 +261,18 @@ flash_sm80_kernel(KernelArgs args) {
     // Online softmax. Scores stay unscaled until the exponent, fma(s, scale_log2, -max): one
     // rounding, and the scale costs nothing. A row's 4 column pairs live on the 4 lanes of a
     // quad (t = 0..3), so row reductions are two shuffles.
+    //
+    // Lazy rescaling: a row's running max moves only when a tile's max exceeds it by more than
+    // kRescaleLog2 (a factor 256). Below that P = 2^(s - stale max) stays <= 256: O / row_sum is
+    // the same function (numerator and denominator share the max), P's rounding to T is
+    // relative and unchanged, and row_sum stays far from float overflow (256 per key). Once the
+    // max has settled, most tiles skip the O rescale: kMTiles * kDTiles * 4 multiplies per thread
+    // (128 at d128), about a third of the softmax phase's instructions. The skip is decided per
+    // warp, so the branch never diverges.
+    constexpr float kRescaleLog2 = 8.0f;
     std::uint32_t p[kMTiles][kNSteps][4];  // P as A fragments of PV, in T
+    float alpha[kMTiles][2];
+    bool rescale = false;
 #pragma unroll
     for (int mt = 0; mt < kMTiles; ++mt) {
 #pragma unroll
@@ -257,12 +282,16 @@ flash_sm80_kernel(KernelArgs args) {
         for (int nt = 0; nt < kNTiles; ++nt) {
           tile_max = fmaxf(tile_max, fmaxf(s[mt][nt][2 * hh], s[mt][nt][2 * hh + 1]));
         }
-        tile_max = reduce_max_lanes<4>(tile_max);
-        // scale_log2 > 0, so the max of the scaled scores is the scaled max.
-        const float new_max = fmaxf(row_max[mt][hh], tile_max * args.scale_log2);
-        const float sub = safe_max(new_max);
-        const float alpha = ptx::ex2(row_max[mt][hh] - sub);
-        row_max[mt][hh] = new_max;
+        // scale_log2 > 0, so the max of the scaled scores is the scaled max. A row that has
+        // seen no key keeps -inf (-inf + 8 = -inf: any visible score moves it).
+        const float tile_max_log2 = reduce_max_lanes<4>(tile_max) * args.scale_log2;
+        alpha[mt][hh] = 1.0f;
+        if (tile_max_log2 > row_max[mt][hh] + kRescaleLog2) {
+          alpha[mt][hh] = ptx::ex2(row_max[mt][hh] - tile_max_log2);  // 0 for a -inf old max
+          row_max[mt][hh] = tile_max_log2;
+          rescale = true;
+        }
+        const float sub = safe_max(row_max[mt][hh]);
         float p_sum = 0.0f;
 #pragma unroll
         for (int nt = 0; nt < kNTiles; ++nt) {
@@ -274,12 +303,7 @@ flash_sm80_kernel(KernelArgs args) {
         }
         // A per-thread partial sum: alpha is the same on the quad's 4 lanes, so the lanes are
         // summed once, at finalize.
-        row_sum[mt][hh] = row_sum[mt][hh] * alpha + p_sum;
-#pragma unroll
-        for (int dt = 0; dt < kDTiles; ++dt) {
-          o[mt][dt][2 * hh] *= alpha;
-          o[mt][dt][2 * hh + 1] *= alpha;
-        }
+        row_sum[mt][hh] = row_sum[mt][hh] * alpha[mt][hh] + p_sum;
       }
       // The C fragments of n-tiles 2ks and 2ks + 1 are the A fragment of PV's k16 step ks.
 #pragma unroll
@@ -291,14 +315,27 @@ flash_sm80_kernel(KernelArgs args) {
       }
     }
 
-    // V[j+1] overwrites V[j-1], which every warp finished before this iteration's K barrier.
-    if (j + 1 < n_tiles) {
-      sm80::load_tile_async<Cfg, kBlockN>(v_smem + next_stage * Cfg::kKvTileBytes, v_gmem,
-                                          args.v_stride[1], n0 + kBlockN, args.seqlen_k);
+    if (__any_sync(0xffffffffu, rescale)) {
+#pragma unroll
+      for (int mt = 0; mt < kMTiles; ++mt) {
+#pragma unroll
+        for (int dt = 0; dt < kDTiles; ++dt) {
+#pragma unroll
+          for (int e = 0; e < 4; ++e) o[mt][dt][e] *= alpha[mt][e / 2];
+        }
+      }
     }
-    ptx::cp_async_commit();
-    ptx::cp_async_wait<2>();
-    __syncthreads();  // V[j] visible to every warp
+
+    if constexpr (Cfg::kBarriers == 2) {
+      // V[j+1] overwrites V[j-1], which every warp finished before this iteration's K barrier.
+      if (j + 1 < n_tiles) {
+        sm80::load_tile_async<Cfg, kBlockN>(v_smem + next_stage * Cfg::kKvTileBytes, v_gmem,
+                                            args.v_stride[1], n0 + kBlockN, args.seqlen_k);
+      }
+      ptx::cp_async_commit();
+      ptx::cp_async_wait<2>();
+      __syncthreads();  // V[j] visible to every warp
+    }
 
     // O += P V.
 #pragma unroll
