@@ -5,8 +5,8 @@ using cuda::Sm80Config;
 void add_hdim64(std::vector<Candidate>* out) {
   //                                     d   M    N   W  qreg   B
   out->push_back(make_candidate<Sm80Config<64, 128, 64, 4, true, 2>>());
-  out->push_back(make_candidate<Sm80Config<64, 128, 64, 4, false, 2, 1>>());
-  out->push_back(make_candidate<Sm80Config<64, 128, 48, 4, true, 2>>());
-  out->push_back(make_candidate<Sm80Config<64, 128, 32, 4, true, 2, 1>>());
+  out->push_back(make_candidate<Sm80Config<64, 128, 64, 4, true, 2, 1>>());
+  out->push_back(make_candidate<Sm80Config<64, 128, 64, 4, true, 2, 1, 3>>());
+  out->push_back(make_candidate<Sm80Config<64, 128, 96, 4, true, 2, 1>>());
 }
 }  // namespace flashattn::tune

@@ -87,9 +87,11 @@ __device__ __forceinline__ void load_tile_async(std::uint32_t tile_smem, const T
   const std::int64_t step_elems = kStep * row_stride;
   const std::uint32_t dst = tile_smem + static_cast<std::uint32_t>(r * Cfg::kRowBytes);
   const int key = c ^ (r & 7);
+  // Whole tiles (all but the last) take the path without per-row predicates.
+  const bool whole = row0 + kRows <= seqlen;
 #pragma unroll
   for (int k = 0; k < kRows / kStep; ++k) {
-    const bool valid = row0 + r + k * kStep < seqlen;
+    const bool valid = whole || row0 + r + k * kStep < seqlen;
     const std::uint32_t chunk = static_cast<std::uint32_t>(key ^ ((k * kStep) & 7));
     ptx::cp_async_16(dst + k * kStep * Cfg::kRowBytes + (chunk << 4), valid ? src : head_gmem,
                      valid);
@@ -140,18 +142,40 @@ flash_sm80_kernel(KernelArgs args) {
   const std::int64_t key_end = mask.key_end(m0, kBlockM);
   const int n_tiles = key_end > 0 ? static_cast<int>((key_end + kBlockN - 1) / kBlockN) : 0;
 
-  // cp.async groups, in commit order: [Q, K0] [V0], then per tile [K j+1] [V j+1] with two
-  // barriers per tile (empty past the end: waiting until 2 groups remain in flight always
-  // completes exactly the tile about to be read), or [K j+1, V j+1] with one.
+  // cp.async groups, in commit order.
+  //   two barriers per tile: [Q, K0] [V0], then per tile [K j+1] [V j+1] (empty past the end):
+  //     waiting until 2 groups remain in flight always completes exactly the tile about to be
+  //     read.
+  //   one barrier per tile: [Q, K0, V0] [K1, V1] .. [K s-2, V s-2] for kStages = s, then per
+  //     tile [K j+s-1, V j+s-1]: waiting until s - 2 remain completes tile j.
+  auto load_kv = [&](int tile_index, int stage_index, bool with_v) {
+    const std::int64_t row0 = static_cast<std::int64_t>(tile_index) * kBlockN;
+    sm80::load_tile_async<Cfg, kBlockN>(k_smem + stage_index * Cfg::kKvTileBytes, k_gmem,
+                                        args.k_stride[1], row0, args.seqlen_k);
+    if (with_v) {
+      sm80::load_tile_async<Cfg, kBlockN>(v_smem + stage_index * Cfg::kKvTileBytes, v_gmem,
+                                          args.v_stride[1], row0, args.seqlen_k);
+    }
+  };
+  auto load_v = [&](int tile_index, int stage_index) {
+    sm80::load_tile_async<Cfg, kBlockN>(v_smem + stage_index * Cfg::kKvTileBytes, v_gmem,
+                                        args.v_stride[1],
+                                        static_cast<std::int64_t>(tile_index) * kBlockN,
+                                        args.seqlen_k);
+  };
   sm80::load_tile_async<Cfg, kBlockM>(q_smem, q_gmem, args.q_stride[1], m0, args.seqlen_q);
-  if (n_tiles > 0) {
-    sm80::load_tile_async<Cfg, kBlockN>(k_smem, k_gmem, args.k_stride[1], 0, args.seqlen_k);
+  if constexpr (Cfg::kBarriers == 2) {
+    if (n_tiles > 0) load_kv(0, 0, false);
+    ptx::cp_async_commit();
+    if (n_tiles > 0) load_v(0, 0);
+    ptx::cp_async_commit();
+  } else {
+#pragma unroll
+    for (int i = 0; i < Cfg::kStages - 1; ++i) {
+      if (i < n_tiles) load_kv(i, i, true);
+      ptx::cp_async_commit();
+    }
   }
-  ptx::cp_async_commit();
-  if (n_tiles > 0) {
-    sm80::load_tile_async<Cfg, kBlockN>(v_smem, v_gmem, args.v_stride[1], 0, args.seqlen_k);
-  }
-  ptx::cp_async_commit();
 
   float row_max[kMTiles][2], row_sum[kMTiles][2];  // [m-tile][row g, row g + 8]
   float o[kMTiles][kDTiles][4];
@@ -165,47 +189,41 @@ flash_sm80_kernel(KernelArgs args) {
       for (int e = 0; e < 4; ++e) o[mt][dt][e] = 0.0f;
     }
   }
-  // Q's A fragments, when they live in registers (loaded in the first iteration).
+  // Q's A fragments, when they live in registers: loaded once, before the key loop (the wait
+  // for Q's group is early by one tile's copy; the lane offsets then die before the loop).
   std::uint32_t q_frag[Cfg::kQInRegs ? kMTiles : 1][Cfg::kQInRegs ? kDSteps : 1][4];
+  if constexpr (Cfg::kQInRegs) {
+    ptx::cp_async_wait<Cfg::kBarriers == 2 ? 1 : Cfg::kStages - 2>();
+    __syncthreads();
+#pragma unroll
+    for (int mt = 0; mt < kMTiles; ++mt) {
+#pragma unroll
+      for (int ds = 0; ds < kDSteps; ++ds) {
+        ptx::ldmatrix_x4(q_frag[mt][ds], q_lanes.at(q_smem, mt, ds));
+      }
+    }
+  }
 
+  // The stage tile j lives in, and the one the tile kStages - 1 ahead is loaded into (which
+  // held tile j - 1).
+  int stage = 0, ahead_stage = Cfg::kStages - 1;
   for (int j = 0; j < n_tiles; ++j) {
-    const int stage = j % Cfg::kStages, next_stage = (j + 1) % Cfg::kStages;
     const std::int64_t n0 = static_cast<std::int64_t>(j) * kBlockN;
     const std::uint32_t k_tile = k_smem + stage * Cfg::kKvTileBytes;
     const std::uint32_t v_tile = v_smem + stage * Cfg::kKvTileBytes;
     if constexpr (Cfg::kBarriers == 1) {
-      // One barrier per tile: K[j] and V[j] (issued one tile ago) landed for every thread, and
-      // every warp is done with tile j - 1, whose stage K[j+1] and V[j+1] overwrite.
-      ptx::cp_async_wait<0>();
+      // One barrier per tile: tile j landed for every thread, and every warp is done with tile
+      // j - 1, whose stage the tile kStages - 1 ahead overwrites.
+      ptx::cp_async_wait<Cfg::kStages - 2>();
       __syncthreads();
-      if (j + 1 < n_tiles) {
-        sm80::load_tile_async<Cfg, kBlockN>(k_smem + next_stage * Cfg::kKvTileBytes, k_gmem,
-                                            args.k_stride[1], n0 + kBlockN, args.seqlen_k);
-        sm80::load_tile_async<Cfg, kBlockN>(v_smem + next_stage * Cfg::kKvTileBytes, v_gmem,
-                                            args.v_stride[1], n0 + kBlockN, args.seqlen_k);
-      }
+      if (j + Cfg::kStages - 1 < n_tiles) load_kv(j + Cfg::kStages - 1, ahead_stage, true);
       ptx::cp_async_commit();
     } else {
       // K[j+1] overwrites K[j-1], which every warp finished before the previous V barrier.
-      if (j + 1 < n_tiles) {
-        sm80::load_tile_async<Cfg, kBlockN>(k_smem + next_stage * Cfg::kKvTileBytes, k_gmem,
-                                            args.k_stride[1], n0 + kBlockN, args.seqlen_k);
-      }
+      if (j + 1 < n_tiles) load_kv(j + 1, ahead_stage, false);
       ptx::cp_async_commit();
       ptx::cp_async_wait<2>();
       __syncthreads();  // K[j] (and, first time, Q) visible to every warp
-    }
-
-    if constexpr (Cfg::kQInRegs) {
-      if (j == 0) {
-#pragma unroll
-        for (int mt = 0; mt < kMTiles; ++mt) {
-#pragma unroll
-          for (int ds = 0; ds < kDSteps; ++ds) {
-            ptx::ldmatrix_x4(q_frag[mt][ds], q_lanes.at(q_smem, mt, ds));
-          }
-        }
-      }
     }
 
     // S = Q K^T.
@@ -243,16 +261,23 @@ flash_sm80_kernel(KernelArgs args) {
     }
 
     // Mask: keys past seqlen_k and, with causal, right of the diagonal; block-uniform test.
+    // Each of the thread's rows sees the tile's keys [0, limit); the columns are then compared
+    // as small ints (the 64-bit index math per element cost registers at the hottest point).
     if (mask.tile_needs_mask(m0, n0, kBlockN)) {
 #pragma unroll
       for (int mt = 0; mt < kMTiles; ++mt) {
 #pragma unroll
-        for (int nt = 0; nt < kNTiles; ++nt) {
+        for (int hh = 0; hh < 2; ++hh) {
+          const std::int64_t row = m0 + warp_row0 + mt * 16 + g + 8 * hh;
+          std::int64_t end = args.seqlen_k - n0;
+          if (args.causal) end = min(end, row + mask.diag() + 1 - n0);
+          const int limit = static_cast<int>(max(std::int64_t{0}, min(end, std::int64_t{kBlockN})));
 #pragma unroll
-          for (int e = 0; e < 4; ++e) {
-            const std::int64_t row = m0 + warp_row0 + mt * 16 + g + 8 * (e / 2);
-            const std::int64_t col = n0 + nt * 8 + 2 * t + e % 2;
-            if (!mask.visible(row, col)) s[mt][nt][e] = -INFINITY;
+          for (int nt = 0; nt < kNTiles; ++nt) {
+#pragma unroll
+            for (int e = 0; e < 2; ++e) {
+              if (nt * 8 + 2 * t + e >= limit) s[mt][nt][2 * hh + e] = -INFINITY;
+            }
           }
         }
       }
@@ -328,10 +353,7 @@ flash_sm80_kernel(KernelArgs args) {
 
     if constexpr (Cfg::kBarriers == 2) {
       // V[j+1] overwrites V[j-1], which every warp finished before this iteration's K barrier.
-      if (j + 1 < n_tiles) {
-        sm80::load_tile_async<Cfg, kBlockN>(v_smem + next_stage * Cfg::kKvTileBytes, v_gmem,
-                                            args.v_stride[1], n0 + kBlockN, args.seqlen_k);
-      }
+      if (j + 1 < n_tiles) load_v(j + 1, ahead_stage);
       ptx::cp_async_commit();
       ptx::cp_async_wait<2>();
       __syncthreads();  // V[j] visible to every warp
@@ -351,6 +373,8 @@ flash_sm80_kernel(KernelArgs args) {
         }
       }
     }
+    stage = stage + 1 == Cfg::kStages ? 0 : stage + 1;
+    ahead_stage = ahead_stage + 1 == Cfg::kStages ? 0 : ahead_stage + 1;
   }
   // With no key tile the loop's barriers never ran: other threads' copies into this warp's Q
   // rows may still be landing where the output is staged next.
