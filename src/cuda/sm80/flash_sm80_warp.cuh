@@ -1,0 +1,368 @@
+// The per-warp pieces of the flash-sm80 kernels: shared-memory tile layout and copies, the
+// block's coordinates, and a warp's attention state with its steps (S = Q K^T, mask, online
+// softmax, O += P V, output). The kernels (flash_sm80_kernel.cuh: blocks of independent warps;
+// flash_sm80_pingpong.cuh: two warp groups taking turns on the tensor cores) only order these
+// steps and the copies.
+//
+// Each warp owns kWarpM = 16 * kMTiles query rows end to end; warps never exchange data.
+// Fragment layouts: mma_sm80.cuh (lane l, g = l / 4, t = l % 4; a lane holds rows g and g + 8 of
+// every m16 tile and columns 2t, 2t + 1 of every n8 tile).
+//
+// Shared memory is XOR-swizzled by 16-byte chunk: chunk c of row r lives at chunk c ^ (r % 8).
+// Every ldmatrix phase reads one chunk column of 8 consecutive rows, which the swizzle spreads
+// over all 32 banks; so do the fragment-layout stores of the output staging.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cmath>
+#include <cstdint>
+
+#include "cuda/attention/mask.cuh"
+#include "cuda/attention/online_softmax.cuh"
+#include "cuda/common/kernel_args.h"
+#include "cuda/primitives/cp_async.cuh"
+#include "cuda/primitives/fast_math.cuh"
+#include "cuda/primitives/ldmatrix.cuh"
+#include "cuda/primitives/mma_sm80.cuh"
+#include "cuda/primitives/smem.cuh"
+#include "cuda/sm80/flash_sm80_config.h"
+
+namespace flashattn::cuda::sm80 {
+
+// Byte offset of 16-byte chunk `chunk` of row `row` in a swizzled tile of Cfg rows.
+template <class Cfg>
+__device__ __forceinline__ std::uint32_t swizzle(int row, int chunk) {
+  return static_cast<std::uint32_t>(row * Cfg::kRowBytes + ((chunk ^ (row & 7)) << 4));
+}
+
+// A lane's ldmatrix addresses in a swizzled tile. The lane reads row lane_row + 16 * row16 and
+// chunk 2 * pair + lane_chunk. Written as pair = 4a + i, the swizzled chunk is
+// 8a + ((2i + lane_chunk) ^ (lane_row % 8)): four per-lane offsets (i = 0..3) plus a compile-time
+// constant, which ptxas folds into the instruction's immediate. Computing the XOR per access
+// instead lets the compiler hoist one address per (row16, pair): 64 registers at d128, and spills.
+template <class Cfg>
+struct LaneOffsets {
+  std::uint32_t off[4];
+
+  __device__ __forceinline__ LaneOffsets(int lane_row, int lane_chunk) {
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      off[i] = static_cast<std::uint32_t>(lane_row * Cfg::kRowBytes +
+                                          (((2 * i + lane_chunk) ^ (lane_row & 7)) << 4));
+    }
+  }
+  __device__ __forceinline__ std::uint32_t at(std::uint32_t tile_smem, int row16, int pair) const {
+    return tile_smem + off[pair % 4] + row16 * 16 * Cfg::kRowBytes + (pair / 4) * 128;
+  }
+};
+
+// Issues cp.async for rows [row0, row0 + kRows) of one head of a BSHD tensor into a swizzled
+// tile, from kLoaders threads (tid in [0, kLoaders)); rows at or past `seqlen` are zero-filled
+// (so masked keys meet V = 0, never NaN garbage). Thread i always copies chunk i % kSlots of rows
+// i / kSlots + k * kStep (kSlots: the chunks of a row rounded up to a power of two; threads past
+// the last chunk idle, 25% of the copy issue at d96 and d192). Both sizes are powers of two and
+// the starting row is below kStep, so row % 8 of copy k is (i / kSlots) % 8 ^ (k * kStep) % 8:
+// the swizzle needs no per-copy arithmetic, and the addresses are one base plus compile-time
+// offsets (per-copy index math hoisted out of the key loop cost ~40 registers and spilled).
+template <class Cfg, int kRows, int kLoaders, typename T>
+__device__ __forceinline__ void load_tile_async(std::uint32_t tile_smem, const T* head_gmem,
+                                                std::int64_t row_stride, std::int64_t row0,
+                                                std::int64_t seqlen, int tid) {
+  constexpr int kSlots = Cfg::kChunks <= 8 ? 8 : Cfg::kChunks <= 16 ? 16 : 32;
+  constexpr int kStep = kLoaders / kSlots;
+  static_assert(kLoaders % kSlots == 0 && kRows % kStep == 0, "copy grid must tile the rows");
+  const int c = tid % kSlots, r = tid / kSlots;
+  if (kSlots != Cfg::kChunks && c >= Cfg::kChunks) return;
+  const T* src = head_gmem + (row0 + r) * row_stride + c * 8;
+  const std::int64_t step_elems = kStep * row_stride;
+  const std::uint32_t dst = tile_smem + static_cast<std::uint32_t>(r * Cfg::kRowBytes);
+  const int key = c ^ (r & 7);
+  // Whole tiles (all but the last) take the path without per-row predicates.
+  const bool whole = row0 + kRows <= seqlen;
+#pragma unroll
+  for (int k = 0; k < kRows / kStep; ++k) {
+    const bool valid = whole || row0 + r + k * kStep < seqlen;
+    const std::uint32_t chunk = static_cast<std::uint32_t>(key ^ ((k * kStep) & 7));
+    ptx::cp_async_16(dst + k * kStep * Cfg::kRowBytes + (chunk << 4), valid ? src : head_gmem,
+                     valid);
+    src += step_elems;
+  }
+}
+
+// Where a block works: its (batch, head), query rows [m0, m0 + kBlockM) and the key tiles any
+// of those rows can see (causal tiles above the diagonal are never loaded).
+template <typename T>
+struct BlockCoords {
+  std::int64_t b, h, m0;
+  const T *q_gmem, *k_gmem, *v_gmem;  // this head's rows (BSHD strides)
+  int n_tiles;
+};
+
+// Consecutive blocks take the query blocks of one head (then the next head of the same GQA
+// group): the blocks resident together read the same K and V, which then come from L2. Within a
+// head the last query block goes first: with causal it has the most keys.
+template <typename T, class Cfg>
+__device__ __forceinline__ BlockCoords<T> block_coords(const KernelArgs& args) {
+  const std::int64_t m_blocks = (args.seqlen_q + Cfg::kBlockM - 1) / Cfg::kBlockM;
+  const std::int64_t tile = blockIdx.x;
+  const std::int64_t bh = tile / m_blocks;
+  BlockCoords<T> c;
+  c.m0 = (m_blocks - 1 - tile % m_blocks) * Cfg::kBlockM;
+  c.b = bh / args.heads;
+  c.h = bh % args.heads;
+  const std::int64_t h_kv = c.h / (args.heads / args.kv_heads);
+  c.q_gmem = static_cast<const T*>(args.q) + c.b * args.q_stride[0] + c.h * args.q_stride[2];
+  c.k_gmem = static_cast<const T*>(args.k) + c.b * args.k_stride[0] + h_kv * args.k_stride[2];
+  c.v_gmem = static_cast<const T*>(args.v) + c.b * args.v_stride[0] + h_kv * args.v_stride[2];
+  const Mask mask{args.seqlen_q, args.seqlen_k, args.causal};
+  const std::int64_t key_end = mask.key_end(c.m0, Cfg::kBlockM);
+  c.n_tiles = key_end > 0 ? static_cast<int>((key_end + Cfg::kBlockN - 1) / Cfg::kBlockN) : 0;
+  return c;
+}
+
+// One warp's rows: the running max (log2 domain), the per-lane partial row sums, the O
+// accumulator, and its ldmatrix addresses.
+template <typename T, class Cfg>
+struct WarpAttention {
+  static constexpr int kMTiles = Cfg::kMTiles, kNTiles = Cfg::kNTiles, kDTiles = Cfg::kDTiles;
+  static constexpr int kDSteps = Cfg::kDSteps, kNSteps = Cfg::kNSteps;
+  using Scores = float[kMTiles][kNTiles][4];
+  using Probs = std::uint32_t[kMTiles][kNSteps][4];  // P as A fragments of PV, in T
+  using QFrags = std::uint32_t[Cfg::kQInRegs ? kMTiles : 1][Cfg::kQInRegs ? kDSteps : 1][4];
+
+  int row0;   // the warp's first row within the block
+  int g, t;   // fragment row group and column pair
+  // ldmatrix row addresses (ldmatrix.cuh: lanes 8i..8i+7 address the rows of matrix i):
+  //   Q, A fragments:          matrices (rows 0-7 | 8-15) x (k 0-7 | 8-15), rows first
+  //   K, B fragments of QK^T:  (keys 0-7, k 0-7), (keys 0-7, k 8-15), (keys 8-15, k 0-7), ...
+  //   V, B fragments of PV:    (keys 0-7, d 0-7), (keys 8-15, d 0-7), (keys 0-7, d 8-15), ...
+  LaneOffsets<Cfg> q_lanes, k_lanes, v_lanes;
+  float row_max[kMTiles][2], row_sum[kMTiles][2], alpha[kMTiles][2];  // [m-tile][row g, g + 8]
+  float o[kMTiles][kDTiles][4];
+  QFrags q_frag;
+
+  __device__ __forceinline__ WarpAttention(int warp_row0, int lane)
+      : row0(warp_row0), g(lane / 4), t(lane % 4),
+        q_lanes(warp_row0 + lane % 16, lane / 16),
+        k_lanes(lane % 8 + 8 * (lane / 16), (lane / 8) % 2),
+        v_lanes(lane % 8 + 8 * ((lane / 8) % 2), lane / 16) {
+#pragma unroll
+    for (int mt = 0; mt < kMTiles; ++mt) {
+#pragma unroll
+      for (int hh = 0; hh < 2; ++hh) { row_max[mt][hh] = -INFINITY; row_sum[mt][hh] = 0.0f; }
+#pragma unroll
+      for (int dt = 0; dt < kDTiles; ++dt) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) o[mt][dt][e] = 0.0f;
+      }
+    }
+  }
+
+  // Q's A fragments into registers (kQInRegs), once Q has landed.
+  __device__ __forceinline__ void load_q(std::uint32_t q_smem) {
+    if constexpr (Cfg::kQInRegs) {
+#pragma unroll
+      for (int mt = 0; mt < kMTiles; ++mt) {
+#pragma unroll
+        for (int ds = 0; ds < kDSteps; ++ds) ptx::ldmatrix_x4(q_frag[mt][ds], q_lanes.at(q_smem, mt, ds));
+      }
+    }
+  }
+
+  // S = Q K^T for one key tile.
+  __device__ __forceinline__ void qk(Scores& s, std::uint32_t q_smem, std::uint32_t k_tile) const {
+#pragma unroll
+    for (int mt = 0; mt < kMTiles; ++mt) {
+#pragma unroll
+      for (int nt = 0; nt < kNTiles; ++nt) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) s[mt][nt][e] = 0.0f;
+      }
+    }
+#pragma unroll
+    for (int ds = 0; ds < kDSteps; ++ds) {
+      std::uint32_t a[kMTiles][4];
+#pragma unroll
+      for (int mt = 0; mt < kMTiles; ++mt) {
+        if constexpr (Cfg::kQInRegs) {
+#pragma unroll
+          for (int e = 0; e < 4; ++e) a[mt][e] = q_frag[mt][ds][e];
+        } else {
+          ptx::ldmatrix_x4(a[mt], q_lanes.at(q_smem, mt, ds));
+        }
+      }
+#pragma unroll
+      for (int np = 0; np < kNTiles / 2; ++np) {
+        std::uint32_t kb[4];  // B fragments of n-tiles 2np and 2np + 1
+        ptx::ldmatrix_x4(kb, k_lanes.at(k_tile, np, ds));
+#pragma unroll
+        for (int mt = 0; mt < kMTiles; ++mt) {
+          ptx::mma_m16n8k16<T>(s[mt][2 * np], a[mt], kb[0], kb[1]);
+          ptx::mma_m16n8k16<T>(s[mt][2 * np + 1], a[mt], kb[2], kb[3]);
+        }
+      }
+    }
+  }
+
+  // Keys past seqlen_k and, with causal, right of the diagonal become -inf; a block-uniform
+  // test first, so only the tail tile and tiles crossing the diagonal pay. Each of the thread's
+  // rows sees the tile's keys [0, limit); the columns are then compared as small ints (64-bit
+  // index math per element cost registers at the hottest point).
+  __device__ __forceinline__ void mask(Scores& s, const KernelArgs& args, std::int64_t m0,
+                                       std::int64_t n0) const {
+    const Mask m{args.seqlen_q, args.seqlen_k, args.causal};
+    if (!m.tile_needs_mask(m0, n0, Cfg::kBlockN)) return;
+#pragma unroll
+    for (int mt = 0; mt < kMTiles; ++mt) {
+#pragma unroll
+      for (int hh = 0; hh < 2; ++hh) {
+        const std::int64_t row = m0 + row0 + mt * 16 + g + 8 * hh;
+        std::int64_t end = args.seqlen_k - n0;
+        if (args.causal) end = min(end, row + m.diag() + 1 - n0);
+        const int limit =
+            static_cast<int>(max(std::int64_t{0}, min(end, std::int64_t{Cfg::kBlockN})));
+#pragma unroll
+        for (int nt = 0; nt < kNTiles; ++nt) {
+#pragma unroll
+          for (int e = 0; e < 2; ++e) {
+            if (nt * 8 + 2 * t + e >= limit) s[mt][nt][2 * hh + e] = -INFINITY;
+          }
+        }
+      }
+    }
+  }
+
+  // Online softmax of one tile: P (rounded to T, packed as PV's A fragments), the running max
+  // and sum, and alpha, the factor O must be scaled by before P V is added. Returns whether any
+  // of this lane's rows moved its max (then rescale_o() must run before the next pv()).
+  //
+  // Scores stay unscaled until the exponent, fma(s, scale_log2, -max): one rounding, and the
+  // scale costs nothing. A row's 4 column pairs live on the 4 lanes of a quad, so row
+  // reductions are two shuffles.
+  //
+  // Lazy rescaling: a row's running max moves only when a tile's max exceeds it by more than
+  // kRescaleLog2 (a factor 256). Below that P = 2^(s - stale max) stays <= 256: O / row_sum is
+  // the same function (numerator and denominator share the max), P's rounding to T is relative
+  // and unchanged, and row_sum stays far from float overflow (256 per key). Once the max has
+  // settled, most tiles skip the O rescale: kMTiles * kDTiles * 4 multiplies per thread (128 at
+  // d128), about a third of the softmax phase's instructions.
+  __device__ __forceinline__ bool softmax(Scores& s, Probs& p, float scale_log2) {
+    constexpr float kRescaleLog2 = 8.0f;
+    bool moved = false;
+#pragma unroll
+    for (int mt = 0; mt < kMTiles; ++mt) {
+#pragma unroll
+      for (int hh = 0; hh < 2; ++hh) {
+        float tile_max = -INFINITY;
+#pragma unroll
+        for (int nt = 0; nt < kNTiles; ++nt) {
+          tile_max = fmaxf(tile_max, fmaxf(s[mt][nt][2 * hh], s[mt][nt][2 * hh + 1]));
+        }
+        // scale_log2 > 0, so the max of the scaled scores is the scaled max. A row that has
+        // seen no key keeps -inf (-inf + 8 = -inf: any visible score moves it).
+        const float tile_max_log2 = reduce_max_lanes<4>(tile_max) * scale_log2;
+        alpha[mt][hh] = 1.0f;
+        if (tile_max_log2 > row_max[mt][hh] + kRescaleLog2) {
+          alpha[mt][hh] = ptx::ex2(row_max[mt][hh] - tile_max_log2);  // 0 for a -inf old max
+          row_max[mt][hh] = tile_max_log2;
+          moved = true;
+        }
+        const float sub = safe_max(row_max[mt][hh]);
+        float p_sum = 0.0f;
+#pragma unroll
+        for (int nt = 0; nt < kNTiles; ++nt) {
+#pragma unroll
+          for (int e = 2 * hh; e < 2 * hh + 2; ++e) {
+            s[mt][nt][e] = ptx::ex2(fmaf(s[mt][nt][e], scale_log2, -sub));
+            p_sum += s[mt][nt][e];
+          }
+        }
+        // A per-lane partial sum: alpha is the same on the quad's 4 lanes, so the lanes are
+        // summed once, at the end.
+        row_sum[mt][hh] = row_sum[mt][hh] * alpha[mt][hh] + p_sum;
+      }
+      // The C fragments of n-tiles 2ks and 2ks + 1 are the A fragment of PV's k16 step ks.
+#pragma unroll
+      for (int ks = 0; ks < kNSteps; ++ks) {
+        p[mt][ks][0] = ptx::pack2<T>(s[mt][2 * ks][0], s[mt][2 * ks][1]);
+        p[mt][ks][1] = ptx::pack2<T>(s[mt][2 * ks][2], s[mt][2 * ks][3]);
+        p[mt][ks][2] = ptx::pack2<T>(s[mt][2 * ks + 1][0], s[mt][2 * ks + 1][1]);
+        p[mt][ks][3] = ptx::pack2<T>(s[mt][2 * ks + 1][2], s[mt][2 * ks + 1][3]);
+      }
+    }
+    return moved;
+  }
+
+  // O *= alpha, skipped by the whole warp (no divergence) when no lane's max moved.
+  __device__ __forceinline__ void rescale_o(bool moved) {
+    if (!__any_sync(0xffffffffu, moved)) return;
+#pragma unroll
+    for (int mt = 0; mt < kMTiles; ++mt) {
+#pragma unroll
+      for (int dt = 0; dt < kDTiles; ++dt) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) o[mt][dt][e] *= alpha[mt][e / 2];
+      }
+    }
+  }
+
+  // O += P V for one key tile.
+  __device__ __forceinline__ void pv(const Probs& p, std::uint32_t v_tile) {
+#pragma unroll
+    for (int ks = 0; ks < kNSteps; ++ks) {
+#pragma unroll
+      for (int dp = 0; dp < kDTiles / 2; ++dp) {
+        std::uint32_t vb[4];  // B fragments of d-tiles 2dp and 2dp + 1
+        ptx::ldmatrix_x4_trans(vb, v_lanes.at(v_tile, ks, dp));
+#pragma unroll
+        for (int mt = 0; mt < kMTiles; ++mt) {
+          ptx::mma_m16n8k16<T>(o[mt][2 * dp], p[mt][ks], vb[0], vb[1]);
+          ptx::mma_m16n8k16<T>(o[mt][2 * dp + 1], p[mt][ks], vb[2], vb[3]);
+        }
+      }
+    }
+  }
+
+  // O / row_sum (O = 0 and LSE = -inf for a row with no visible key) to global memory. The warp
+  // writes its O rows over its own Q rows in shared memory (only it ever read them; every copy
+  // into them must have landed), then stores whole 16-byte chunks: consecutive lanes cover
+  // consecutive chunks of a row.
+  __device__ __forceinline__ void store(unsigned char* q_rows_smem, const KernelArgs& args,
+                                        const BlockCoords<T>& c, int lane) const {
+#pragma unroll
+    for (int mt = 0; mt < kMTiles; ++mt) {
+#pragma unroll
+      for (int hh = 0; hh < 2; ++hh) {
+        const float total = reduce_sum_lanes<4>(row_sum[mt][hh]);
+        const float inv = total > 0.0f ? 1.0f / total : 0.0f;
+        const int row = row0 + mt * 16 + g + 8 * hh;
+#pragma unroll
+        for (int dt = 0; dt < kDTiles; ++dt) {
+          const std::uint32_t packed =
+              ptx::pack2<T>(o[mt][dt][2 * hh] * inv, o[mt][dt][2 * hh + 1] * inv);
+          *reinterpret_cast<std::uint32_t*>(q_rows_smem + swizzle<Cfg>(row, dt) + 4 * t) = packed;
+        }
+        const std::int64_t row_global = c.m0 + row;
+        if (args.lse != nullptr && t == 0 && row_global < args.seqlen_q) {
+          args.lse[c.b * args.lse_stride[0] + c.h * args.lse_stride[1] +
+                   row_global * args.lse_stride[2]] = finalize_lse(row_max[mt][hh], total);
+        }
+      }
+    }
+    __syncwarp();
+    T* o_gmem = static_cast<T*>(args.o) + c.b * args.o_stride[0] + c.h * args.o_stride[2];
+#pragma unroll
+    for (int i = lane; i < Cfg::kWarpM * Cfg::kChunks; i += 32) {
+      const int r = i / Cfg::kChunks, ch = i % Cfg::kChunks;
+      const std::int64_t row_global = c.m0 + row0 + r;
+      if (row_global < args.seqlen_q) {
+        const uint4 chunk =
+            *reinterpret_cast<const uint4*>(q_rows_smem + swizzle<Cfg>(row0 + r, ch));
+        *reinterpret_cast<uint4*>(o_gmem + row_global * args.o_stride[1] + ch * 8) = chunk;
+      }
+    }
+  }
+};
+
+}  // namespace flashattn::cuda::sm80
