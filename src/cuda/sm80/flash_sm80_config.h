@@ -16,7 +16,7 @@
 namespace flashattn::cuda {
 
 template <int kHeadDim_, int kBlockM_, int kBlockN_, int kWarps_, bool kQInRegs_, int kMinBlocks_,
-          int kBarriers_ = 2, int kStages_ = 2, bool kPingPong_ = false>
+          int kBarriers_ = 2, int kStages_ = 2>
 struct Sm80Config {
   static constexpr int kHeadDim = kHeadDim_;
   static constexpr int kBlockM = kBlockM_;
@@ -36,11 +36,6 @@ struct Sm80Config {
   static constexpr int kBarriers = kBarriers_;
   static_assert(kBarriers == 1 || kBarriers == 2, "1 or 2 barriers per key tile");
   static_assert(kStages == 2 || (kStages == 3 && kBarriers == 1), "2 stages, or 3 with 1 barrier");
-  // Ping-pong (flash_sm80_pingpong.cuh): two groups of 4 warps take turns on the tensor cores,
-  // each one's softmax running under the other's matrix products; K/V in a 3-stage ring.
-  static constexpr bool kPingPong = kPingPong_;
-  static_assert(!kPingPong || (kWarps == 8 && kStages == 3 && kBarriers == 1),
-                "ping-pong takes 8 warps, 3 stages (and no per-tile block barrier)");
 
   static constexpr int kThreads = kWarps * 32;
   static constexpr int kWarpM = kBlockM / kWarps;

@@ -1,5 +1,5 @@
 // The tensor-core flash forward kernel (mma.sync m16n8k16, bf16/fp16 in, float32 accumulate),
-// for sm_80 and later, in its first schedule: blocks of independent warps. Tile shapes:
+// for sm_80 and later: blocks of independent warps. Tile shapes:
 // flash_sm80_config.h; the per-warp steps: flash_sm80_warp.cuh. Per block:
 //
 //   init:  cp.async Q and the first K, V tiles into shared memory; row_max = -inf, row_sum = 0,
@@ -23,7 +23,6 @@
 #include "cuda/common/check.h"
 #include "cuda/common/kernel_args.h"
 #include "cuda/sm80/flash_sm80_config.h"
-#include "cuda/sm80/flash_sm80_pingpong.cuh"
 #include "cuda/sm80/flash_sm80_warp.cuh"
 
 namespace flashattn::cuda {
@@ -129,19 +128,9 @@ flash_sm80_kernel(KernelArgs args) {
   w.store(smem, args, c, lane);
 }
 
-// The kernel a configuration runs.
-template <typename T, class Cfg>
-constexpr auto flash_sm80_kernel_of() {
-  if constexpr (Cfg::kPingPong) {
-    return &flash_sm80_pingpong_kernel<T, Cfg>;
-  } else {
-    return &flash_sm80_kernel<T, Cfg>;
-  }
-}
-
 template <typename T, class Cfg>
 Status launch_flash_sm80_config(const KernelArgs& args, cudaStream_t stream) {
-  auto kernel = flash_sm80_kernel_of<T, Cfg>();
+  auto kernel = flash_sm80_kernel<T, Cfg>;
   FA_CUDA_RETURN_IF_ERROR(
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Cfg::kSmemBytes),
       "flash-sm80: cudaFuncSetAttribute(max dynamic shared memory)");

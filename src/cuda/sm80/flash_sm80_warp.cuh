@@ -1,8 +1,7 @@
-// The per-warp pieces of the flash-sm80 kernels: shared-memory tile layout and copies, the
+// The per-warp pieces of the flash-sm80 kernel: shared-memory tile layout and copies, the
 // block's coordinates, and a warp's attention state with its steps (S = Q K^T, mask, online
-// softmax, O += P V, output). The kernels (flash_sm80_kernel.cuh: blocks of independent warps;
-// flash_sm80_pingpong.cuh: two warp groups taking turns on the tensor cores) only order these
-// steps and the copies.
+// softmax, O += P V, output). The kernel (flash_sm80_kernel.cuh) only orders these steps and the
+// copies.
 //
 // Each warp owns kWarpM = 16 * kMTiles query rows end to end; warps never exchange data.
 // Fragment layouts: mma_sm80.cuh (lane l, g = l / 4, t = l % 4; a lane holds rows g and g + 8 of

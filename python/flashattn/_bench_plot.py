@@ -1,0 +1,60 @@
+"""The benchmark's figure: TFLOP/s against sequence length, one panel per (head dim or GQA group,
+causal mode), one line per backend."""
+from __future__ import annotations
+
+from typing import List
+
+
+def panel_key(row: dict) -> str:
+    if row["H"] != row["KVH"]:
+        return f"GQA {row['H']}/{row['KVH']} d{row['hd']}"
+    return f"d{row['hd']}"
+
+
+def seqlen_label(n: int) -> str:
+    return f"{n // 1024}k" if n >= 1024 and n % 1024 == 0 else str(n)
+
+
+def plot(rows: List[dict], backends: List[str], path: str, title: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")  # files only; no display on the GPU machine
+    import matplotlib.pyplot as plt
+
+    groups = list(dict.fromkeys(panel_key(r) for r in rows))
+    modes = [m for m in (False, True) if any(r["causal"] == m for r in rows)]
+    fig, axes = plt.subplots(len(modes), len(groups), figsize=(4.2 * len(groups), 3.4 * len(modes)),
+                             squeeze=False, sharey=True)
+    for i, causal in enumerate(modes):
+        for j, group in enumerate(groups):
+            ax = axes[i][j]
+            cells = sorted((r for r in rows if r["causal"] == causal and panel_key(r) == group),
+                           key=lambda r: r["L"])
+            for name in backends:
+                points = [(r["L"], r[name]) for r in cells if r.get(name) is not None]
+                if points:
+                    xs, ys = zip(*points)
+                    ax.plot(xs, ys, marker="o", markersize=3, label=name)
+            ax.set_xscale("log", base=2)
+            seqlens = sorted({r["L"] for r in cells})
+            if seqlens:
+                ax.set_xticks(seqlens)
+                ax.set_xticklabels([seqlen_label(x) for x in seqlens], fontsize=8)
+                ax.minorticks_off()
+            ax.set_title(f"{group}, {'causal' if causal else 'non-causal'}", fontsize=9)
+            ax.set_xlabel("seqlen")
+            if j == 0:
+                ax.set_ylabel("TFLOP/s")
+            ax.grid(True, alpha=0.3)
+    handles, labels = [], []
+    for ax in axes.flat:
+        for h, lab in zip(*ax.get_legend_handles_labels()):
+            if lab not in labels:
+                handles.append(h)
+                labels.append(lab)
+    fig.legend(handles, labels, loc="upper center", ncol=len(labels), fontsize=8,
+               bbox_to_anchor=(0.5, 1.0))
+    fig.suptitle(title, fontsize=9, y=1.04)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120, bbox_inches="tight")
+    plt.close(fig)

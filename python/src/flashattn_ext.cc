@@ -1,0 +1,230 @@
+// flashattn._C: the nanobind binding of the C++ API. Arrays arrive through DLPack (PyTorch, JAX,
+// CuPy, NumPy, ...); this file only turns them into TensorViews, runs flashattn::forward with the
+// GIL released, and maps a failed Status to a Python exception. Every argument check beyond "is
+// this an array of a dtype and device the library knows" is the library's, so Python users get
+// the same messages as C++ callers.
+//
+// Exception mapping (StatusCode -> Python):
+//   invalid_rank, invalid_shape, invalid_stride, misaligned, unsupported_head_dim, invalid_scale,
+//   aliasing, null_pointer, unknown_backend                   -> ValueError
+//   invalid_dtype                                             -> TypeError
+//   invalid_device, backend_unavailable, unsupported, out_of_memory, cuda_error, internal
+//                                                             -> RuntimeError
+// The message is Status::to_string(): "invalid_shape: k.shape[2] (kv heads) = 3 must divide ...".
+#include <nanobind/nanobind.h>
+#include <nanobind/ndarray.h>
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/tuple.h>
+#include <nanobind/stl/vector.h>
+
+#include <cstdint>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "flashattn/flashattn.h"
+
+namespace nb = nanobind;
+
+namespace {
+
+using flashattn::DType;
+using flashattn::Device;
+using flashattn::Status;
+using flashattn::StatusCode;
+using flashattn::TensorView;
+
+// Inputs are only read, so read-only arrays (a NumPy array with writeable=False) are fine there.
+using InputArray = nb::ndarray<nb::ro>;
+using OutputArray = nb::ndarray<>;
+
+[[noreturn]] void raise_status(const Status& st) {
+  const std::string msg = st.to_string();
+  switch (st.code()) {
+    case StatusCode::kInvalidRank:
+    case StatusCode::kInvalidShape:
+    case StatusCode::kInvalidStride:
+    case StatusCode::kMisaligned:
+    case StatusCode::kUnsupportedHeadDim:
+    case StatusCode::kInvalidScale:
+    case StatusCode::kAliasing:
+    case StatusCode::kNullPointer:
+    case StatusCode::kUnknownBackend:
+      throw nb::value_error(msg.c_str());
+    case StatusCode::kInvalidDtype:
+      throw nb::type_error(msg.c_str());
+    default:
+      throw std::runtime_error(msg);
+  }
+}
+
+std::string dlpack_dtype_name(nb::dlpack::dtype dt) {
+  std::string base;
+  switch (static_cast<nb::dlpack::dtype_code>(dt.code)) {
+    case nb::dlpack::dtype_code::Int: base = "int"; break;
+    case nb::dlpack::dtype_code::UInt: base = "uint"; break;
+    case nb::dlpack::dtype_code::Float: base = "float"; break;
+    case nb::dlpack::dtype_code::Bfloat: base = "bfloat"; break;
+    case nb::dlpack::dtype_code::Complex: base = "complex"; break;
+    case nb::dlpack::dtype_code::Bool: return "bool";
+    default: base = "dlpack_code" + std::to_string(dt.code) + "_"; break;
+  }
+  std::string name = base + std::to_string(dt.bits);
+  if (dt.lanes != 1) name += "x" + std::to_string(dt.lanes);
+  return name;
+}
+
+DType to_dtype(nb::dlpack::dtype dt, const char* name) {
+  if (dt.lanes == 1 && dt.bits == 16 && dt.code == uint8_t(nb::dlpack::dtype_code::Bfloat)) {
+    return DType::kBF16;
+  }
+  if (dt.lanes == 1 && dt.bits == 16 && dt.code == uint8_t(nb::dlpack::dtype_code::Float)) {
+    return DType::kFP16;
+  }
+  if (dt.lanes == 1 && dt.bits == 32 && dt.code == uint8_t(nb::dlpack::dtype_code::Float)) {
+    return DType::kFP32;
+  }
+  raise_status(Status(StatusCode::kInvalidDtype,
+                      std::string(name) + ".dtype = " + dlpack_dtype_name(dt) +
+                          " is not supported, expected bfloat16, float16 or float32"));
+}
+
+Device to_device(int device_type, int device_id, const char* name) {
+  switch (device_type) {
+    case nb::device::cpu::value:
+    case nb::device::cuda_host::value:  // pinned host memory: the CPU backends can read it
+      return Device::cpu();
+    case nb::device::cuda::value:
+    case nb::device::cuda_managed::value:
+      return Device::cuda(device_id);
+    default:
+      raise_status(Status(StatusCode::kInvalidDevice,
+                          std::string(name) + " is on DLPack device type " +
+                              std::to_string(device_type) + ", expected cpu or cuda"));
+  }
+}
+
+std::string python_type_name(nb::handle obj) { return nb::type_name(obj.type()).c_str(); }
+
+template <typename Array>
+TensorView to_view(const Array& a, const char* name) {
+  TensorView t;
+  t.data = const_cast<void*>(static_cast<const void*>(a.data()));
+  t.dtype = to_dtype(a.dtype(), name);
+  t.device = to_device(a.device_type(), a.device_id(), name);
+  // A rank above kMaxRank keeps its rank but no sizes (all 0): validate() checks every rank
+  // (step 1) before it reads a size, so the library reports it with its own message.
+  t.rank = static_cast<int>(a.ndim());
+  if (t.rank <= flashattn::kMaxRank) {
+    for (int d = 0; d < t.rank; ++d) {
+      t.shape[d] = static_cast<std::int64_t>(a.shape(static_cast<std::size_t>(d)));
+      t.stride[d] = a.stride(static_cast<std::size_t>(d));
+    }
+  }
+  return t;
+}
+
+// The TypeError for an argument that did not import as an array. When the object has
+// __dlpack__, its own error says why (a torch tensor that requires grad, an unsupported dtype).
+[[noreturn]] void raise_not_an_array(nb::handle obj, const char* name, const char* expected) {
+  std::string why;
+  if (nb::hasattr(obj, "__dlpack__")) {
+    try {
+      obj.attr("__dlpack__")();
+      why = " (its __dlpack__() works, but the array was not usable here)";
+    } catch (nb::python_error& e) {
+      why = ": its __dlpack__() raised " + std::string(e.what());
+    }
+  }
+  throw nb::type_error(
+      (std::string(name) + ": expected " + expected + ", got " + python_type_name(obj) + why)
+          .c_str());
+}
+
+// q, k, v: any DLPack array, read-only is fine. `keep` holds the imported array (and with it the
+// producer's buffer) alive until the call returns.
+TensorView input_view(nb::handle obj, const char* name, std::vector<InputArray>* keep) {
+  InputArray a;
+  if (!nb::try_cast(obj, a, /*convert=*/false)) {
+    raise_not_an_array(obj, name,
+                       "an array that supports DLPack (torch.Tensor, numpy.ndarray, "
+                       "cupy.ndarray, jax.Array, ...)");
+  }
+  keep->push_back(a);
+  return to_view(a, name);
+}
+
+// out, lse: writable DLPack arrays, taken as they are: an implicitly converted copy would be
+// written and thrown away.
+TensorView output_view(nb::handle obj, const char* name, std::vector<OutputArray>* keep) {
+  OutputArray a;
+  if (!nb::try_cast(obj, a, /*convert=*/false)) {
+    InputArray ro;
+    if (nb::try_cast(obj, ro, /*convert=*/false)) {
+      throw nb::value_error(
+          (std::string(name) + " is read-only, expected a writable array").c_str());
+    }
+    raise_not_an_array(obj, name, "a writable array that supports DLPack");
+  }
+  keep->push_back(a);
+  return to_view(a, name);
+}
+
+// forward(q, k, v, out, lse, softmax_scale, causal, backend, stream): writes out (and lse) in
+// place. stream is a cudaStream_t as an integer (0: the default stream); ignored on the CPU.
+void forward(nb::handle q, nb::handle k, nb::handle v, nb::handle out, nb::handle lse,
+             std::optional<double> softmax_scale, bool causal, const std::string& backend,
+             std::uintptr_t stream) {
+  std::vector<InputArray> inputs;
+  std::vector<OutputArray> outputs;
+  flashattn::ForwardParams p;
+  p.q = input_view(q, "q", &inputs);
+  p.k = input_view(k, "k", &inputs);
+  p.v = input_view(v, "v", &inputs);
+  p.out = output_view(out, "out", &outputs);
+  if (!lse.is_none()) {
+    p.lse = output_view(lse, "lse", &outputs);
+    if (p.lse.rank == 0) {  // a rank-0 view reads as "no LSE" to the library
+      raise_status(
+          Status(StatusCode::kInvalidRank, "lse.rank = 0, expected 3 (batch, heads, seqlen_q)"));
+    }
+  }
+  if (softmax_scale.has_value()) p.softmax_scale = static_cast<float>(*softmax_scale);
+  p.causal = causal;
+
+  Status st;
+  {
+    nb::gil_scoped_release release;
+    st = flashattn::forward(p, backend, reinterpret_cast<flashattn::StreamHandle>(stream));
+  }
+  if (!st.ok()) raise_status(st);
+}
+
+// (name, description, device "cpu" | "cuda", usable, why_not) per backend, in registry order.
+std::vector<std::tuple<std::string, std::string, std::string, bool, std::string>> list_backends() {
+  std::vector<std::tuple<std::string, std::string, std::string, bool, std::string>> rows;
+  for (const flashattn::BackendInfo& b : flashattn::list_backends()) {
+    rows.emplace_back(b.name, b.description,
+                      b.device_type == flashattn::DeviceType::kCUDA ? "cuda" : "cpu", b.usable,
+                      b.why_not);
+  }
+  return rows;
+}
+
+}  // namespace
+
+NB_MODULE(_C, m) {
+  m.doc() = "flashattn's C++ API (low level; use flashattn.flash_attn_func)";
+  m.attr("version") = flashattn::kVersion;
+  m.def("forward", &forward, nb::arg("q"), nb::arg("k"), nb::arg("v"), nb::arg("out"),
+        nb::arg("lse").none(), nb::arg("softmax_scale").none(), nb::arg("causal"),
+        nb::arg("backend"), nb::arg("stream"),
+        "Attention forward into caller-provided arrays (BSHD; lse (batch, heads, seqlen_q) "
+        "float32 or None). Raises ValueError / TypeError / RuntimeError with the library's "
+        "message.");
+  m.def("list_backends", &list_backends,
+        "Every backend built in: (name, description, device, usable, why_not).");
+}

@@ -1,0 +1,55 @@
+"""Inputs and layouts shared by the Python tests (NumPy; the torch tests convert)."""
+from __future__ import annotations
+
+import numpy as np
+
+import flashattn
+
+NUMPY_DTYPES = {"fp16": np.float16, "fp32": np.float32}
+
+
+def aligned_empty(shape, dtype, offset_bytes: int = 0, align: int = 64) -> np.ndarray:
+    """An uninitialized array whose data starts `offset_bytes` after a multiple of `align`."""
+    dtype = np.dtype(dtype)
+    nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+    raw = np.empty(nbytes + align + offset_bytes, dtype=np.uint8)
+    start = (-raw.ctypes.data) % align + offset_bytes
+    return raw[start:start + nbytes].view(dtype).reshape(shape)
+
+
+def randn(shape, dtype, rng: np.random.Generator) -> np.ndarray:
+    """Normal + 0.5 (a zero-mean output would inflate relative errors), rounded to `dtype`."""
+    x = aligned_empty(shape, dtype)
+    x[...] = rng.standard_normal(shape) + 0.5
+    return x
+
+
+def attention_inputs(batch, seqlen_q, seqlen_k, heads, kv_heads, head_dim, dtype, seed):
+    rng = np.random.default_rng(seed)
+    q = randn((batch, seqlen_q, heads, head_dim), dtype, rng)
+    k = randn((batch, seqlen_k, kv_heads, head_dim), dtype, rng)
+    v = randn((batch, seqlen_k, kv_heads, head_dim), dtype, rng)
+    return q, k, v
+
+
+def bhsd_storage(x: np.ndarray) -> np.ndarray:
+    """The same values, stored (batch, heads, seq, dim) and seen through BSHD strides."""
+    b, s, h, d = x.shape
+    storage = aligned_empty((b, h, s, d), x.dtype)
+    storage[...] = x.transpose(0, 2, 1, 3)
+    return storage.transpose(0, 2, 1, 3)
+
+
+def padded_heads(x: np.ndarray, pad_value=np.nan) -> np.ndarray:
+    """The same values as heads [1, heads + 1) of a tensor with heads + 3 heads (the others hold
+    `pad_value`, so a kernel that reads them shows up as NaN)."""
+    b, s, h, d = x.shape
+    storage = aligned_empty((b, s, h + 3, d), x.dtype)
+    storage[...] = pad_value
+    storage[:, :, 1:h + 1] = x
+    return storage[:, :, 1:h + 1]
+
+
+def cpu_backends() -> list:
+    """The CPU backends usable here (cpu-reference, cpu-flash, ...)."""
+    return [b.name for b in flashattn.list_backends() if b.device == "cpu" and b.usable]
