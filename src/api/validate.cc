@@ -1,8 +1,8 @@
 // validate(): every bad input stops here, on the host, before anything is launched or written.
 // Messages name the argument and say expected vs actual.
 #include <cmath>
+#include <cstdio>
 #include <cstdint>
-#include <sstream>
 #include <utility>
 #include <string>
 
@@ -175,9 +175,13 @@ Status validate(const ForwardParams& p) {
   if (p.softmax_scale.has_value()) {
     const float s = *p.softmax_scale;
     if (!std::isfinite(s) || s <= 0.0f) {
-      std::ostringstream os;
-      os << "softmax_scale = " << s << ", expected a finite value > 0";
-      return fail(StatusCode::kInvalidScale, os.str());
+      // snprintf, not an ostringstream: this runs inside the Python extension, where the first
+      // iostream use crashed on the H200 machine (libstdc++ iostream init of a newer GCC's
+      // objects against the process's libstdc++).
+      char text[96];
+      std::snprintf(text, sizeof(text), "softmax_scale = %g, expected a finite value > 0",
+                    static_cast<double>(s));
+      return fail(StatusCode::kInvalidScale, text);
     }
   }
 
