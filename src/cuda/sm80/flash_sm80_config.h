@@ -66,7 +66,7 @@ struct Sm80ConfigFor;
 template <> struct Sm80ConfigFor<64>  { using type = Sm80Config<64, 128, 64, 4, true, 2, 1>; };
 template <> struct Sm80ConfigFor<96>  { using type = Sm80Config<96, 128, 64, 4, false, 2, 1>; };
 template <> struct Sm80ConfigFor<128> { using type = Sm80Config<128, 128, 64, 4, false, 2, 1>; };
-template <> struct Sm80ConfigFor<192> { using type = Sm80Config<192, 64, 32, 4, false, 2, 1>; };
-template <> struct Sm80ConfigFor<256> { using type = Sm80Config<256, 64, 32, 4, false, 2, 1>; };
+template <> struct Sm80ConfigFor<192> { using type = Sm80Config<192, 64, 32, 4, true, 2, 1>; };
+template <> struct Sm80ConfigFor<256> { using type = Sm80Config<256, 64, 32, 4, true, 2, 1>; };
 
 }  // namespace flashattn::cuda
