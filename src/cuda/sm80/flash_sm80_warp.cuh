@@ -7,9 +7,7 @@
 // Fragment layouts: mma_sm80.cuh (lane l, g = l / 4, t = l % 4; a lane holds rows g and g + 8 of
 // every m16 tile and columns 2t, 2t + 1 of every n8 tile).
 //
-// Shared memory is XOR-swizzled by 16-byte chunk: chunk c of row r lives at chunk c ^ (r % 8).
-// Every ldmatrix phase reads one chunk column of 8 consecutive rows, which the swizzle spreads
-// over all 32 banks; so do the fragment-layout stores of the output staging.
+// Shared memory: XOR-swizzled tiles (smem_layout.h).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -26,65 +24,31 @@
 #include "cuda/primitives/mma_sm80.cuh"
 #include "cuda/primitives/smem.cuh"
 #include "cuda/sm80/flash_sm80_config.h"
+#include "cuda/sm80/smem_layout.h"
 
 namespace flashattn::cuda::sm80 {
 
-// Byte offset of 16-byte chunk `chunk` of row `row` in a swizzled tile of Cfg rows.
-template <class Cfg>
-__device__ __forceinline__ std::uint32_t swizzle(int row, int chunk) {
-  return static_cast<std::uint32_t>(row * Cfg::kRowBytes + ((chunk ^ (row & 7)) << 4));
-}
-
-// A lane's ldmatrix addresses in a swizzled tile. The lane reads row lane_row + 16 * row16 and
-// chunk 2 * pair + lane_chunk. Written as pair = 4a + i, the swizzled chunk is
-// 8a + ((2i + lane_chunk) ^ (lane_row % 8)): four per-lane offsets (i = 0..3) plus a compile-time
-// constant, which ptxas folds into the instruction's immediate. Computing the XOR per access
-// instead lets the compiler hoist one address per (row16, pair): 64 registers at d128, and spills.
-template <class Cfg>
-struct LaneOffsets {
-  std::uint32_t off[4];
-
-  __device__ __forceinline__ LaneOffsets(int lane_row, int lane_chunk) {
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      off[i] = static_cast<std::uint32_t>(lane_row * Cfg::kRowBytes +
-                                          (((2 * i + lane_chunk) ^ (lane_row & 7)) << 4));
-    }
-  }
-  __device__ __forceinline__ std::uint32_t at(std::uint32_t tile_smem, int row16, int pair) const {
-    return tile_smem + off[pair % 4] + row16 * 16 * Cfg::kRowBytes + (pair / 4) * 128;
-  }
-};
-
 // Issues cp.async for rows [row0, row0 + kRows) of one head of a BSHD tensor into a swizzled
-// tile, from kLoaders threads (tid in [0, kLoaders)); rows at or past `seqlen` are zero-filled
-// (so masked keys meet V = 0, never NaN garbage). Thread i always copies chunk i % kSlots of rows
-// i / kSlots + k * kStep (kSlots: the chunks of a row rounded up to a power of two; threads past
-// the last chunk idle, 25% of the copy issue at d96 and d192). Both sizes are powers of two and
-// the starting row is below kStep, so row % 8 of copy k is (i / kSlots) % 8 ^ (k * kStep) % 8:
-// the swizzle needs no per-copy arithmetic, and the addresses are one base plus compile-time
-// offsets (per-copy index math hoisted out of the key loop cost ~40 registers and spilled).
+// tile, from kLoaders threads (tid in [0, kLoaders)) laid out as CopyGrid (smem_layout.h); rows
+// at or past `seqlen` are zero-filled (so masked keys meet V = 0, never NaN garbage).
 template <class Cfg, int kRows, int kLoaders, typename T>
 __device__ __forceinline__ void load_tile_async(std::uint32_t tile_smem, const T* head_gmem,
                                                 std::int64_t row_stride, std::int64_t row0,
                                                 std::int64_t seqlen, int tid) {
-  constexpr int kSlots = Cfg::kChunks <= 8 ? 8 : Cfg::kChunks <= 16 ? 16 : 32;
-  constexpr int kStep = kLoaders / kSlots;
-  static_assert(kLoaders % kSlots == 0 && kRows % kStep == 0, "copy grid must tile the rows");
-  const int c = tid % kSlots, r = tid / kSlots;
-  if (kSlots != Cfg::kChunks && c >= Cfg::kChunks) return;
-  const T* src = head_gmem + (row0 + r) * row_stride + c * 8;
-  const std::int64_t step_elems = kStep * row_stride;
-  const std::uint32_t dst = tile_smem + static_cast<std::uint32_t>(r * Cfg::kRowBytes);
-  const int key = c ^ (r & 7);
+  using Grid = CopyGrid<Cfg, kLoaders>;
+  static_assert(kRows % Grid::kStep == 0, "copy grid must tile the rows");
+  if (Grid::kSlots != Cfg::kChunks && !Grid::active(tid)) return;
+  const int r = Grid::first_row(tid);
+  const T* src = head_gmem + (row0 + r) * row_stride + Grid::chunk(tid) * 8;
+  const std::int64_t step_elems = Grid::kStep * row_stride;
+  const std::uint32_t dst = tile_smem + Grid::base(tid);
   // Whole tiles (all but the last) take the path without per-row predicates.
   const bool whole = row0 + kRows <= seqlen;
 #pragma unroll
-  for (int k = 0; k < kRows / kStep; ++k) {
-    const bool valid = whole || row0 + r + k * kStep < seqlen;
-    const std::uint32_t chunk = static_cast<std::uint32_t>(key ^ ((k * kStep) & 7));
-    ptx::cp_async_16(dst + k * kStep * Cfg::kRowBytes + (chunk << 4), valid ? src : head_gmem,
-                     valid);
+  for (int k = 0; k < kRows / Grid::kStep; ++k) {
+    const bool valid = whole || row0 + r + k * Grid::kStep < seqlen;
+    ptx::cp_async_16(dst + k * Grid::kStep * Cfg::kRowBytes + Grid::chunk_offset(tid, k),
+                     valid ? src : head_gmem, valid);
     src += step_elems;
   }
 }
@@ -132,20 +96,16 @@ struct WarpAttention {
 
   int row0;   // the warp's first row within the block
   int g, t;   // fragment row group and column pair
-  // ldmatrix row addresses (ldmatrix.cuh: lanes 8i..8i+7 address the rows of matrix i):
-  //   Q, A fragments:          matrices (rows 0-7 | 8-15) x (k 0-7 | 8-15), rows first
-  //   K, B fragments of QK^T:  (keys 0-7, k 0-7), (keys 0-7, k 8-15), (keys 8-15, k 0-7), ...
-  //   V, B fragments of PV:    (keys 0-7, d 0-7), (keys 8-15, d 0-7), (keys 0-7, d 8-15), ...
-  LaneOffsets<Cfg> q_lanes, k_lanes, v_lanes;
+  LaneOffsets<Cfg> q_lanes, k_lanes, v_lanes;  // ldmatrix addresses (smem_layout.h)
   float row_max[kMTiles][2], row_sum[kMTiles][2], alpha[kMTiles][2];  // [m-tile][row g, g + 8]
   float o[kMTiles][kDTiles][4];
   QFrags q_frag;
 
   __device__ __forceinline__ WarpAttention(int warp_row0, int lane)
       : row0(warp_row0), g(lane / 4), t(lane % 4),
-        q_lanes(warp_row0 + lane % 16, lane / 16),
-        k_lanes(lane % 8 + 8 * (lane / 16), (lane / 8) % 2),
-        v_lanes(lane % 8 + 8 * ((lane / 8) % 2), lane / 16) {
+        q_lanes(warp_row0 + q_lane_row(lane), q_lane_chunk(lane)),
+        k_lanes(k_lane_row(lane), k_lane_chunk(lane)),
+        v_lanes(v_lane_row(lane), v_lane_chunk(lane)) {
 #pragma unroll
     for (int mt = 0; mt < kMTiles; ++mt) {
 #pragma unroll
