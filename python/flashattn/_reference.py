@@ -17,13 +17,16 @@ def default_scale(head_dim: int) -> float:
     return 1.0 / math.sqrt(head_dim)
 
 
-def attention_numpy(q, k, v, softmax_scale: Optional[float] = None,
-                    causal: bool = False) -> Tuple[np.ndarray, np.ndarray]:
-    """float64 (out (b, sq, h, d), lse (b, h, sq)) from NumPy-convertible BSHD arrays."""
-    q, k, v = (np.asarray(x, dtype=np.float64) for x in (q, k, v))
+def attention_numpy(q, k, v, softmax_scale: Optional[float] = None, causal: bool = False,
+                    compute_dtype=np.float64) -> Tuple[np.ndarray, np.ndarray]:
+    """(out (b, sq, h, d), lse (b, h, sq)) from NumPy-convertible BSHD arrays, every step in
+    `compute_dtype`: float64 for the reference, float32 for the tests' CPU baseline (the naive
+    algorithm as the C++ verifier's cpu::naive_forward<float> runs it)."""
+    ct = np.dtype(compute_dtype).type
+    q, k, v = (np.asarray(x, dtype=ct) for x in (q, k, v))
     b, sq, h, d = q.shape
     sk, hk = k.shape[1], k.shape[2]
-    scale = default_scale(d) if softmax_scale is None else softmax_scale
+    scale = ct(default_scale(d) if softmax_scale is None else softmax_scale)
     # (b, h, s, d) views; matmul, not einsum, so that BLAS does the work
     qh = q.transpose(0, 2, 1, 3)
     kh = np.repeat(k, h // hk, axis=2).transpose(0, 2, 1, 3)
@@ -32,15 +35,15 @@ def attention_numpy(q, k, v, softmax_scale: Optional[float] = None,
     if causal:
         i = np.arange(sq)[:, None]
         j = np.arange(sk)[None, :]
-        s = np.where(j > i + (sk - sq), -np.inf, s)
-    row_max = np.max(s, axis=-1, keepdims=True, initial=-np.inf)
-    row_max = np.where(np.isfinite(row_max), row_max, 0.0)  # rows without keys
+        s = np.where(j > i + (sk - sq), ct(-np.inf), s)
+    row_max = np.max(s, axis=-1, keepdims=True, initial=ct(-np.inf))
+    row_max = np.where(np.isfinite(row_max), row_max, ct(0))  # rows without keys
     p = np.exp(s - row_max)
-    row_sum = p.sum(axis=-1, keepdims=True)
+    row_sum = p.sum(axis=-1, keepdims=True, dtype=ct)
     has_keys = row_sum > 0
-    out = ((p / np.where(has_keys, row_sum, 1.0)) @ vh).transpose(0, 2, 1, 3)
+    out = ((p / np.where(has_keys, row_sum, ct(1))) @ vh).transpose(0, 2, 1, 3)
     with np.errstate(divide="ignore"):
-        lse = np.where(has_keys, row_max + np.log(row_sum), -np.inf)[..., 0]
+        lse = np.where(has_keys, row_max + np.log(row_sum), ct(-np.inf))[..., 0]
     return out, lse
 
 

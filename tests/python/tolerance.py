@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from flashattn._reference import attention_numpy
+
 FLOAT32_EPSILON = 2.0 ** -23
 ATOL_FLOOR = 1e-6
 SCORE_ULPS = 2.0
@@ -67,26 +69,7 @@ def rounding_atol(ref_out: np.ndarray, ref_lse: np.ndarray, dtype: str) -> float
 def naive_float32(q, k, v, softmax_scale, causal, dtype: str):
     """The CPU baseline: S, softmax and PV in float32 from the (already rounded) inputs; O rounded
     to `dtype`, LSE float32."""
-    q, k, v = (np.asarray(x, dtype=np.float32) for x in (q, k, v))
-    b, sq, h, d = q.shape
-    sk, hk = k.shape[1], k.shape[2]
-    scale = np.float32(1.0 / np.sqrt(d) if softmax_scale is None else softmax_scale)
-    qh = q.transpose(0, 2, 1, 3)
-    kh = np.repeat(k, h // hk, axis=2).transpose(0, 2, 1, 3)
-    vh = np.repeat(v, h // hk, axis=2).transpose(0, 2, 1, 3)
-    s = (qh @ kh.swapaxes(-1, -2)) * scale
-    if causal:
-        i = np.arange(sq)[:, None]
-        j = np.arange(sk)[None, :]
-        s = np.where(j > i + (sk - sq), np.float32(-np.inf), s)
-    row_max = np.max(s, axis=-1, keepdims=True, initial=-np.inf)
-    row_max = np.where(np.isfinite(row_max), row_max, np.float32(0))
-    p = np.exp(s - row_max)
-    row_sum = p.sum(axis=-1, keepdims=True, dtype=np.float32)
-    has_keys = row_sum > 0
-    out = ((p / np.where(has_keys, row_sum, np.float32(1))) @ vh).transpose(0, 2, 1, 3)
-    with np.errstate(divide="ignore"):
-        lse = np.where(has_keys, row_max + np.log(row_sum), np.float32(-np.inf))[..., 0]
+    out, lse = attention_numpy(q, k, v, softmax_scale, causal, compute_dtype=np.float32)
     return round_to(out, dtype), lse.astype(np.float32)
 
 
