@@ -1,9 +1,9 @@
 // Tile shapes of the tensor-core (mma.sync) flash kernel, and the one chosen per head dim.
 //
 // A block owns kBlockM query rows of one (batch, head) and streams kBlockN-key tiles of K and V
-// through a 2-stage cp.async ring. Each of the kWarps warps owns kWarpM = kBlockM / kWarps rows
-// end to end (QK^T, softmax, PV, output), so warps never exchange data; the only barriers are the
-// two per key tile that publish the cp.async copies.
+// through a kStages-deep cp.async ring. Each of the kWarps warps owns kWarpM = kBlockM / kWarps
+// rows end to end (QK^T, softmax, PV, output), so warps never exchange data; the only barriers
+// are the one or two per key tile that publish the cp.async copies.
 //
 // Why kWarpM = 32 where registers allow it: every mma.sync m16n8k16 (4096 FLOP) needs a 256-byte
 // B fragment from shared memory. With one 16-row m-tile per warp that is 16 FLOP per shared byte;
@@ -59,7 +59,9 @@ struct Sm80Config {
   static_assert(kSmemBytes <= 227 * 1024, "shared memory per block exceeds 227 KB");
 };
 
-// The configuration each head dim runs with (measurements: docs/performance.md).
+// The configuration each head dim runs with: the fastest spill-free candidate of tools/tune_sm80
+// on the H200 (docs/performance.md, docs/bench/tune-sm80-v*.txt). d96 and d192 were not timed:
+// they take the shapes of d128 and d256, whose register and shared-memory budgets they fit.
 template <int kHeadDim>
 struct Sm80ConfigFor;
 //                                                  d    M    N  W  Q-regs blocks barriers stages
