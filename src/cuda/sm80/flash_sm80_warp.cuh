@@ -37,9 +37,9 @@ __device__ __forceinline__ void load_tile_async(std::uint32_t tile_smem, const T
                                                 std::int64_t seqlen, int tid) {
   using Grid = CopyGrid<Cfg, kLoaders>;
   static_assert(kRows % Grid::kStep == 0, "copy grid must tile the rows");
-  if (Grid::kSlots != Cfg::kChunks && !Grid::active(tid)) return;
-  const int r = Grid::first_row(tid);
-  const T* src = head_gmem + (row0 + r) * row_stride + Grid::chunk(tid) * 8;
+  const int c = Grid::chunk(tid), r = Grid::first_row(tid);
+  if (Grid::kSlots != Cfg::kChunks && c >= Cfg::kChunks) return;  // idle slot (d96, d192)
+  const T* src = head_gmem + (row0 + r) * row_stride + c * 8;
   const std::int64_t step_elems = Grid::kStep * row_stride;
   const std::uint32_t dst = tile_smem + Grid::base(tid);
   // Whole tiles (all but the last) take the path without per-row predicates.
