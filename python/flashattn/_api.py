@@ -69,11 +69,6 @@ def _check_same_framework(q, k, v, is_kind) -> None:
                             "arrays of one framework")
 
 
-def _lse_shape(shape) -> Tuple[int, ...]:
-    # For a q of the wrong rank the library reports q's rank; (0,) is only a placeholder.
-    return (shape[0], shape[2], shape[1]) if len(shape) == 4 else (0,)
-
-
 def _aligned_empty(shape, dtype) -> np.ndarray:
     dtype = np.dtype(dtype)
     count = int(np.prod(shape, dtype=np.int64))
@@ -85,7 +80,7 @@ def _aligned_empty(shape, dtype) -> np.ndarray:
 def _current_stream(q) -> int:
     """The stream work on q's device should go to: torch's or CuPy's current stream, else 0."""
     if _is_torch(q):
-        return torch.cuda.current_stream(q.device).cuda_stream if q.is_cuda else 0
+        return _ops.torch_stream(q)
     if type(q).__module__.startswith("cupy") and "cupy" in sys.modules:
         return sys.modules["cupy"].cuda.get_current_stream().ptr
     return 0
@@ -170,7 +165,7 @@ def flash_attn_func(q, k, v, softmax_scale: Optional[float] = None, causal: bool
     elif isinstance(q, np.ndarray):
         _check_same_framework(q, k, v, lambda x: isinstance(x, np.ndarray))
         out = _aligned_empty(q.shape, q.dtype)
-        lse = _aligned_empty(_lse_shape(q.shape), np.float32)
+        lse = _aligned_empty(_ops.lse_shape(q.shape), np.float32)
         _C.forward(q, k, v, out, lse, softmax_scale, causal, backend, 0)
     else:
         q, k, v = (_as_torch_or_numpy(x, name) for x, name in ((q, "q"), (k, "k"), (v, "v")))

@@ -31,9 +31,15 @@ NO_BACKWARD_MESSAGE = (
     "torch.no_grad() / torch.inference_mode(), or on tensors that do not require grad")
 
 
-def _lse_shape(q) -> Tuple[int, ...]:
-    # For a q of the wrong rank the library names q's rank first; (0,) is only a placeholder.
-    return (q.shape[0], q.shape[2], q.shape[1]) if q.dim() == 4 else (0,)
+def lse_shape(q_shape) -> Tuple[int, ...]:
+    """(batch, heads, seqlen_q) for a BSHD q shape. For a q of the wrong rank the library names
+    q's rank first; (0,) is only a placeholder."""
+    return (q_shape[0], q_shape[2], q_shape[1]) if len(q_shape) == 4 else (0,)
+
+
+def torch_stream(t) -> int:
+    """The cudaStream_t (as an int) of torch's current stream on t's device; 0 for CPU tensors."""
+    return torch.cuda.current_stream(t.device).cuda_stream if t.is_cuda else 0
 
 
 if torch is not None:
@@ -43,8 +49,8 @@ if torch is not None:
             causal: bool, backend: str) -> Tuple[torch.Tensor, torch.Tensor]:
         """Attention forward: returns (out, lse). See flashattn.flash_attn_func."""
         out = q.new_empty(q.shape)
-        lse = q.new_empty(_lse_shape(q), dtype=torch.float32)
-        stream = torch.cuda.current_stream(q.device).cuda_stream if q.is_cuda else 0
+        lse = q.new_empty(lse_shape(q.shape), dtype=torch.float32)
+        stream = torch_stream(q)
         # detach(): older torch refuses DLPack export of tensors that require grad; only read.
         _C.forward(q.detach(), k.detach(), v.detach(), out, lse, softmax_scale, causal, backend,
                    stream)
@@ -54,7 +60,7 @@ if torch is not None:
     def _fwd_fake(q, k, v, softmax_scale, causal, backend):
         if q.dim() != 4:
             raise ValueError(_Q_RANK_MESSAGE.format(q.dim()))
-        return q.new_empty(q.shape), q.new_empty(_lse_shape(q), dtype=torch.float32)
+        return q.new_empty(q.shape), q.new_empty(lse_shape(q.shape), dtype=torch.float32)
 
     def _setup_context(ctx, inputs, output):
         pass

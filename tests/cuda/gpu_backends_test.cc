@@ -25,11 +25,20 @@ struct GpuCase {
   InputKind kind = InputKind::kNormal;
 };
 
+// A backend name as a gtest name part ("flash-sm80" -> "flash_sm80").
+std::string test_name_of(std::string backend) {
+  for (char& ch : backend) ch = ch == '-' ? '_' : ch;
+  return backend;
+}
+
+// For INSTANTIATE_TEST_SUITE_P over backend names.
+std::string backend_param_name(const ::testing::TestParamInfo<const char*>& p) {
+  return test_name_of(p.param);
+}
+
 std::string case_name(const GpuCase& c) {
   std::ostringstream os;
-  std::string backend = c.backend;
-  for (char& ch : backend) ch = ch == '-' ? '_' : ch;
-  os << backend << "_b" << c.shape.batch << "_h" << c.shape.heads
+  os << test_name_of(c.backend) << "_b" << c.shape.batch << "_h" << c.shape.heads
      << "_" << c.shape.kv_heads << "_q" << c.shape.seqlen_q << "_k" << c.shape.seqlen_k << "_d"
      << c.shape.head_dim << "_" << dtype_name(c.shape.dtype) << (c.shape.causal ? "_causal" : "")
      << (c.layout == InputLayout::kStridedBHSD   ? "_bhsd"
@@ -210,11 +219,7 @@ TEST_P(GpuBackendTest, EmptySequences) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, GpuBackendTest, ::testing::Values("naive", "flash", "flash-sm80"),
-                         [](const ::testing::TestParamInfo<const char*>& p) {
-                           std::string name = p.param;
-                           for (char& ch : name) ch = ch == '-' ? '_' : ch;
-                           return name;
-                         });
+                         backend_param_name);
 
 // Tensors past 2^31 elements: 64-bit offsets. q, k, v, out have 2^31 + 2^24 elements each
 // (4.3 GB in bf16); the last batch entries are checked against the float64 reference.
@@ -257,9 +262,7 @@ TEST_P(GpuLargeTest, Beyond2To31Elements) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Flash, GpuLargeTest, ::testing::Values("flash", "flash-sm80"),
-                         [](const ::testing::TestParamInfo<const char*>& p) {
-                           return std::string(p.param[5] == '-' ? "flash_sm80" : "flash");
-                         });
+                         backend_param_name);
 
 // "auto" takes the tensor-core kernel where it applies and the CUDA-core kernel elsewhere;
 // flash-sm80 says exactly what it does not cover.

@@ -50,6 +50,12 @@ Status status_from_cuda(int cuda_error, const char* what) {
                           cudaGetErrorString(err) + ")");
 }
 
+Status backend_usable(Status (*kernels_available)()) {
+  const std::string why = unavailable_reason();
+  if (!why.empty()) return Status(StatusCode::kBackendUnavailable, why);
+  return kernels_available();
+}
+
 Status check_pointer_device(const void* ptr, Device device, const char* name) {
   const std::string arg(name);
   if (device.type == DeviceType::kCUDA) {

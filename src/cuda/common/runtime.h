@@ -16,6 +16,10 @@ int device_count();
 // Why CUDA is unusable here ("no CUDA device: <runtime message>"), or empty when it is usable.
 std::string unavailable_reason();
 
+// A GPU backend's usable(): kBackendUnavailable with unavailable_reason() when CUDA is unusable
+// here, else what `kernels_available` (the backend's kernel-image check) says.
+Status backend_usable(Status (*kernels_available)());
+
 struct DeviceProps {
   std::string name;
   int major = 0, minor = 0;

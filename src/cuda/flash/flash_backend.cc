@@ -28,9 +28,7 @@ class FlashBackend final : public Backend {
   }
   DeviceType device_type() const override { return DeviceType::kCUDA; }
   Status usable() const override {
-    const std::string why = cuda::unavailable_reason();
-    if (!why.empty()) return Status(StatusCode::kBackendUnavailable, why);
-    return cuda::flash_kernels_available();
+    return cuda::backend_usable(&cuda::flash_kernels_available);
   }
   Status supports(const ForwardParams&) const override { return Status::Ok(); }
   Status run(const ForwardParams& p, StreamHandle stream) const override {

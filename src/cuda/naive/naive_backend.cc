@@ -17,9 +17,7 @@ class NaiveBackend final : public Backend {
   }
   DeviceType device_type() const override { return DeviceType::kCUDA; }
   Status usable() const override {
-    const std::string why = cuda::unavailable_reason();
-    if (!why.empty()) return Status(StatusCode::kBackendUnavailable, why);
-    return cuda::naive_kernels_available();
+    return cuda::backend_usable(&cuda::naive_kernels_available);
   }
   Status supports(const ForwardParams&) const override { return Status::Ok(); }
   std::size_t workspace_bytes(const ForwardParams& p) const override {

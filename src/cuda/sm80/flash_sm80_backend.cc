@@ -41,9 +41,7 @@ class FlashSm80Backend final : public Backend {
   }
   DeviceType device_type() const override { return DeviceType::kCUDA; }
   Status usable() const override {
-    const std::string why = cuda::unavailable_reason();
-    if (!why.empty()) return Status(StatusCode::kBackendUnavailable, why);
-    return cuda::flash_sm80_kernels_available();
+    return cuda::backend_usable(&cuda::flash_sm80_kernels_available);
   }
   Status supports(const ForwardParams& p) const override {
     if (p.q.dtype == DType::kFP32) {

@@ -42,15 +42,18 @@ flash_sm80_kernel(KernelArgs args) {
   const sm80::BlockCoords<T> c = sm80::block_coords<T, Cfg>(args);
   sm80::WarpAttention<T, Cfg> w(tid / 32 * Cfg::kWarpM, lane);
 
-  auto load_k = [&](int j, int stage) {
+  // Key tile j of K or V (smem: that tensor's ring) into `stage`.
+  auto load_kv_tile = [&](std::uint32_t ring_smem, const T* head_gmem, std::int64_t row_stride,
+                          int j, int stage) {
     sm80::load_tile_async<Cfg, kBlockN, Cfg::kThreads>(
-        k_smem + stage * Cfg::kKvTileBytes, c.k_gmem, args.k_stride[1],
+        ring_smem + stage * Cfg::kKvTileBytes, head_gmem, row_stride,
         static_cast<std::int64_t>(j) * kBlockN, args.seqlen_k, tid);
   };
+  auto load_k = [&](int j, int stage) {
+    load_kv_tile(k_smem, c.k_gmem, args.k_stride[1], j, stage);
+  };
   auto load_v = [&](int j, int stage) {
-    sm80::load_tile_async<Cfg, kBlockN, Cfg::kThreads>(
-        v_smem + stage * Cfg::kKvTileBytes, c.v_gmem, args.v_stride[1],
-        static_cast<std::int64_t>(j) * kBlockN, args.seqlen_k, tid);
+    load_kv_tile(v_smem, c.v_gmem, args.v_stride[1], j, stage);
   };
 
   // cp.async groups, in commit order.

@@ -124,7 +124,9 @@ struct WarpAttention {
 #pragma unroll
       for (int mt = 0; mt < kMTiles; ++mt) {
 #pragma unroll
-        for (int ds = 0; ds < kDSteps; ++ds) ptx::ldmatrix_x4(q_frag[mt][ds], q_lanes.at(q_smem, mt, ds));
+        for (int ds = 0; ds < kDSteps; ++ds) {
+          ptx::ldmatrix_x4(q_frag[mt][ds], q_lanes.at(q_smem, mt, ds));
+        }
       }
     }
   }
