@@ -116,12 +116,21 @@ void run_cell(const std::vector<Candidate>& cands, std::int64_t seqlen, bool cau
 
 int main(int argc, char** argv) {
   using namespace flashattn;
+  std::vector<std::int64_t> seqlens;
+  for (int i = 1; i < argc; ++i) {
+    char* end = nullptr;
+    const long long s = std::strtoll(argv[i], &end, 10);
+    if (end == argv[i] || *end != '\0' || s < 1 || s > 16384 * 8) {
+      std::fprintf(stderr, "tune_sm80: seqlen \"%s\" is not an integer in [1, 131072]\n",
+                   argv[i]);
+      return 2;
+    }
+    seqlens.push_back(s);
+  }
   if (cuda::device_count() == 0) {
     std::fprintf(stderr, "tune_sm80: %s\n", cuda::unavailable_reason().c_str());
     return 1;
   }
-  std::vector<std::int64_t> seqlens;
-  for (int i = 1; i < argc; ++i) seqlens.push_back(std::atoll(argv[i]));
   if (seqlens.empty()) seqlens = {1024, 4096, 16384};
   std::vector<std::vector<tune::Candidate>> groups(3);
   tune::add_hdim64(&groups[0]);
