@@ -19,4 +19,10 @@ std::uint64_t base_seed() {
   return s != nullptr ? std::strtoull(s, nullptr, 10) : 20261129ull;
 }
 
+void expect_huge_scores_tight(InputKind kind, const VerifyReport& report) {
+  if (kind != InputKind::kHugeScores) return;
+  const double bound = 2.0 * report.baseline_error.max_abs + (report.atol - report.score_noise);
+  EXPECT_LE(report.error.max_abs, bound) << report.to_string();
+}
+
 }  // namespace flashattn::testing

@@ -3,10 +3,12 @@
 // One work item is a block of kBlockM query rows of one (batch, head). It keeps the attention
 // state (row_max, row_sum, o_acc) and streams K/V tiles of kBlockN keys:
 //   S = Q K^T (float32 accumulate);  mask (tail keys, causal bottom-right) -> -inf
-//   m_new = max(m, rowmax(S) * scale * log2(e))        (m lives in the log2-scaled domain)
-//   P = exp2(S * scale * log2(e) - m_new);  alpha = exp2(m - m_new)   (scale folded into exp2)
+//   m_new = max(m, rowmax(S))                          (m stays unscaled)
+//   P = exp2((S - m_new) * scale * log2(e));  alpha = exp2((m - m_new) * scale * log2(e))
 //   l = l * alpha + rowsum(P);  O = O * alpha + round_to_dtype(P) V
-// and finalizes O / l and LSE = m * ln(2) + ln(l). Because it is the same algorithm with the same
+// and finalizes O / l and LSE = (m * scale * log2(e) + log2(l)) * ln(2). Subtracting before
+// scaling keeps every exponent <= 0 and exactly 0 at the max (cuda/attention/online_softmax.cuh
+// says why the fused fma form overflowed at scaled scores near 1e10). Because it is the same algorithm with the same
 // rounding points, it catches the kernels' algorithm bugs (a broken -inf guard, a wrong causal
 // tile bound, LSE in the wrong log base) on a machine without a GPU.
 #include <algorithm>
@@ -42,7 +44,7 @@ struct TileBuffers {
   std::vector<float> v_tile;    // kBlockN x head_dim
   std::vector<float> s_tile;    // kBlockM x kBlockN: raw scores Q K^T, then P
   std::vector<float> o_acc;     // kBlockM x head_dim
-  std::vector<float> row_max;   // running max of s, in the log2-scaled domain
+  std::vector<float> row_max;   // running max of the raw scores
   std::vector<float> row_sum;   // running softmax denominator
 };
 
@@ -151,14 +153,14 @@ class FlashWorker {
       float tile_max = kNegInf;  // of the raw scores; scale > 0 keeps the argmax
       for (std::int64_t c = 0; c < kBlockN; ++c) tile_max = std::max(tile_max, s_row[c]);
       const float m_old = buf_.row_max[r];
-      const float m_new = std::max(m_old, tile_max * scale_log2_);
+      const float m_new = std::max(m_old, tile_max);
       // -inf guard: a row with nothing visible yet keeps m = -inf; subtracting 0 instead makes
       // exp2(-inf - 0) = 0 rather than exp2(-inf + inf) = NaN.
       const float m_sub = m_new == kNegInf ? 0.0f : m_new;
-      const float alpha = std::exp2(m_old - m_sub);
+      const float alpha = std::exp2(exp2_arg(m_old, m_sub));
       float tile_sum = 0.0f;
       for (std::int64_t c = 0; c < kBlockN; ++c) {
-        const float p_val = std::exp2(scaled_minus(s_row[c], m_sub));
+        const float p_val = std::exp2(exp2_arg(s_row[c], m_sub));
         tile_sum += p_val;  // the denominator uses P before rounding, as the GPU kernels do
         s_row[c] = round_to_dtype(p_val, p_.q.dtype);  // P enters the PV matmul in the input dtype
       }
@@ -190,8 +192,10 @@ class FlashWorker {
                          empty ? 0.0f : o_row[d] * inv_sum);
       }
       if (p_.lse.defined()) {
-        // row_max is log2-scaled: ln(sum exp(scale * S)) = row_max * ln(2) + ln(row_sum).
-        const float lse = empty ? kNegInf : buf_.row_max[r] * kLn2 + std::log(row_sum);
+        // ln(sum exp(scale * S)) = (row_max * scale * log2(e) + log2(row_sum)) * ln(2), the GPU
+        // kernels' finalize_lse.
+        const float lse =
+            empty ? kNegInf : (buf_.row_max[r] * scale_log2_ + std::log2(row_sum)) * kLn2;
         const std::int64_t at =
             b * p_.lse.stride[0] + h * p_.lse.stride[1] + row * p_.lse.stride[2];
         static_cast<float*>(p_.lse.data)[at] = lse;
@@ -199,12 +203,9 @@ class FlashWorker {
     }
   }
 
-  // s * scale_log2 - m with one rounding, like the FFMA nvcc emits for the GPU's exp2 argument:
-  // the float product is exact in double, so a large common offset (scores near -6e4, where a
-  // float ulp is 2^-7) cancels before anything is rounded.
-  float scaled_minus(float s, float m) const {
-    return static_cast<float>(static_cast<double>(s) * scale_log2_ - static_cast<double>(m));
-  }
+  // (s - m) * scale_log2 in float32, the GPU kernels' exp2_arg: a float subtraction, then a
+  // float multiply.
+  float exp2_arg(float s, float m) const { return (s - m) * scale_log2_; }
 
   const ForwardParams& p_;
   TileBuffers& buf_;

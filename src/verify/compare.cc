@@ -70,8 +70,11 @@ double rounding_atol(const ReferenceOutputs& ref, DType dtype) {
   const double max_ref = max_abs_finite(ref.out);
   if (max_ref == 0.0) return 0.0;
   const double floor = (ref.is_fp32 ? kAtolFloorFp32Ref : kAtolFloor) * max_ref;
-  const double score_noise = kScoreUlps * kFloat32Epsilon * max_abs_finite(ref.lse) * max_ref;
-  return std::max(max_spacing, floor) + score_noise;
+  return std::max(max_spacing, floor) + score_noise_atol(ref);
+}
+
+double score_noise_atol(const ReferenceOutputs& ref) {
+  return kScoreUlps * kFloat32Epsilon * max_abs_finite(ref.lse) * max_abs_finite(ref.out);
 }
 
 double lse_bound(const ReferenceOutputs& ref, double baseline_lse_error) {
@@ -169,6 +172,7 @@ void judge(const OutputDims& dims, DType dtype, const HostOutputs& result,
     baseline_checked.lse.clear();
   }
   r.atol = rounding_atol(ref, dtype);
+  r.score_noise = score_noise_atol(ref);
   r.baseline_error = error_stats(dims, baseline_checked, ref, kInf, kInf);
   r.max_abs_bound = 2.0 * r.baseline_error.max_abs + r.atol;
   r.mean_abs_bound = 1.5 * r.baseline_error.mean_abs + r.atol / 4.0;

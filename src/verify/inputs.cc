@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <vector>
 
 #include "common/dtype_convert.h"
@@ -14,6 +15,9 @@ namespace {
 // (mean) with a spread of sqrt(1.5 d) * scale; scaling q and k by f multiplies it by f^2. This
 // target for f^2 * scale * 0.5 * d puts the bulk of the scores near 5e3 and the row maxima past 1e4.
 constexpr double kLargeScoreTarget = 1e4;
+// kHugeScores: the same construction aimed at 1e10; fp16 inputs are clamped to +-kFp16Clamp.
+constexpr double kHugeScoreTarget = 1e10;
+constexpr float kFp16Clamp = 6e4f;
 // kVeryNegative: the bias column of k, and the score shifts of the two kinds of biased rows.
 constexpr float kBiasKey = 256.0f;  // exact in every dtype
 constexpr double kVeryNegativeShift = 6e4;   // below the -5e4 sentinel some kernels use
@@ -47,6 +51,7 @@ std::string_view kind_name(InputKind kind) {
     case InputKind::kLargeScores: return "large-scores";
     case InputKind::kVeryNegative: return "very-negative";
     case InputKind::kLargeMagnitude: return "large-magnitude";
+    case InputKind::kHugeScores: return "huge-scores";
   }
   return "?";
 }
@@ -106,11 +111,15 @@ Status make_inputs(const ProblemShape& shape, InputLayout layout, InputKind kind
   switch (kind) {
     case InputKind::kNormal:
       break;
-    case InputKind::kLargeScores: {
-      const float f = static_cast<float>(
-          std::sqrt(kLargeScoreTarget / (scale * 0.5 * static_cast<double>(d))));
-      for (float& x : q) x *= f;
-      for (float& x : k) x *= f;
+    case InputKind::kLargeScores:
+    case InputKind::kHugeScores: {
+      const double target = kind == InputKind::kHugeScores ? kHugeScoreTarget : kLargeScoreTarget;
+      const float f =
+          static_cast<float>(std::sqrt(target / (scale * 0.5 * static_cast<double>(d))));
+      const float limit = shape.dtype == DType::kFP16 ? kFp16Clamp
+                                                      : std::numeric_limits<float>::max();
+      for (float& x : q) x = std::clamp(x * f, -limit, limit);
+      for (float& x : k) x = std::clamp(x * f, -limit, limit);
       break;
     }
     case InputKind::kVeryNegative: {

@@ -39,6 +39,10 @@ struct Inputs {
 //                    stay normal, so the softmax of such a row is an ordinary one shifted far down:
 //                    a finite "-inf" sentinel (-5e4, -1e4 or -200) used as the running max breaks it.
 //   kLargeMagnitude: v = M * clamp(0.5 + 0.5 * n, -1, 1) with M = 1.3e5 (bf16, fp32) or 6e4 (fp16).
+//   kHugeScores:     q and k scaled by one factor so that scale * q.k reaches ~1e10 (fp16 inputs
+//                    clamped to +-6e4, its range ending at 65504): still finite in float32, but
+//                    one float32 step of the scaled running max is ~1e3, so an exponent argument
+//                    rounded apart from the max it is measured against overflows or underflows.
 Status make_inputs(const ProblemShape& shape, InputLayout layout, InputKind kind, Device device,
                    std::uint64_t seed, Inputs* out);
 

@@ -46,6 +46,7 @@ enum class InputKind {
   kLargeScores,    // q and k scaled so scores reach ~1e4 (exercises the running-max rescale)
   kVeryNegative,   // an added column bias keeps every score of some rows below -5e4
   kLargeMagnitude, // bf16 values near 1.3e5 / fp16 V near 6e4
+  kHugeScores,     // q and k scaled so scaled scores reach ~1e10 (finite in float32)
 };
 
 struct VerifyOptions {
@@ -81,6 +82,7 @@ struct VerifyReport {
   ErrorStats error;              // backend vs reference
   ErrorStats baseline_error;     // baseline vs reference
   double atol = 0;
+  double score_noise = 0;        // the float32 score-noise part of atol (verify/compare.h)
   double max_abs_bound = 0, mean_abs_bound = 0;
   static constexpr double kLseTolerance = 1e-3;
   double lse_bound = kLseTolerance;  // kLseTolerance + the float32 terms of verify/compare.h

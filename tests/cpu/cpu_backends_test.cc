@@ -481,6 +481,39 @@ TEST(CpuBackends, LargeScoresWithinBaselineBound) {
   }
 }
 
+// Scaled scores near 2e10, finite in float32 (q = k = N(0.5, 1) * 1e5 at d64, scale 1/8): every
+// row is one-hot, so O is the row of V at the largest score and LSE that score. A flash kernel
+// whose exponent argument was fma(s, scale_log2, -round(max * scale_log2)) got NaN in about half
+// of the outputs here and rows with LSE = -inf, O = 0 (the max's rounding, up to 512 in log2
+// units, overflowed or underflowed exp2).
+TEST(CpuBackends, HugeScoresStayFiniteAndOneHot) {
+  for (DType dtype : {DType::kFP32, DType::kBF16, DType::kFP16}) {
+    Config c;
+    c.seqlen_q = 113;
+    c.seqlen_k = 203;
+    c.dtype = dtype;
+    SCOPED_TRACE(c.to_string());
+    Problem problem(c);
+    // fp16 ends at 65504: 1e5 * N(0.5, 1) is clamped there.
+    const float f = 1e5f, limit = dtype == DType::kFP16 ? 6e4f : 1e30f;
+    problem.q.fill([&](std::int64_t i, const std::int64_t*) {
+      return std::clamp(f * (0.5f + normal_at(c.seed, 0, static_cast<std::uint64_t>(i))), -limit,
+                        limit);
+    });
+    problem.k.fill([&](std::int64_t i, const std::int64_t*) {
+      return std::clamp(f * (0.5f + normal_at(c.seed, 1, static_cast<std::uint64_t>(i))), -limit,
+                        limit);
+    });
+    const Result ref = problem.reference();
+    EXPECT_GT(max_abs(ref.lse), 1e9);
+    // LSE is the largest score, whose float32 dot product rounds by up to about head_dim float32
+    // steps (the classical d * u * sum|q k| bound; the products are mostly positive here).
+    Tolerance tol = dtype_tolerance(dtype, ref);
+    tol.lse_rel = static_cast<double>(c.head_dim) * 1.2e-7;
+    check_backends(problem, &tol);
+  }
+}
+
 // ---- GQA ----
 
 // 6 query heads on 2 and on 1 kv heads equal the same problem with K and V heads repeated

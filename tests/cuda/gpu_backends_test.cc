@@ -47,6 +47,7 @@ std::string case_name(const GpuCase& c) {
      << (c.kind == InputKind::kLargeScores      ? "_largescores"
          : c.kind == InputKind::kVeryNegative   ? "_verynegative"
          : c.kind == InputKind::kLargeMagnitude ? "_largemag"
+         : c.kind == InputKind::kHugeScores     ? "_hugescores"
                                                 : "");
   return os.str();
 }
@@ -106,6 +107,11 @@ std::vector<GpuCase> grid(bool full) {
                        InputKind::kLargeScores});
       cases.push_back({backend, shape(1, 4, 4, 203, 203, 64, dt, true), InputLayout::kContiguous,
                        InputKind::kVeryNegative});
+      // Scaled scores near 1e10 (finite in float32): no NaN, no row taken for empty.
+      cases.push_back({backend, shape(1, 4, 4, 203, 203, 64, dt, false), InputLayout::kContiguous,
+                       InputKind::kHugeScores});
+      cases.push_back({backend, shape(2, 4, 2, 339, 1023, 128, dt, true),
+                       InputLayout::kContiguous, InputKind::kHugeScores});
     }
     cases.push_back({backend, shape(1, 4, 4, 203, 203, 64, DType::kBF16, false),
                      InputLayout::kContiguous, InputKind::kLargeMagnitude});
@@ -133,6 +139,7 @@ TEST_P(GpuGridTest, MatchesReference) {
   Status st = verify(c.shape, opt, &report);
   ASSERT_TRUE(st.ok()) << st.to_string();
   EXPECT_TRUE(report.passed) << report.to_string();
+  testing::expect_huge_scores_tight(c.kind, report);
 }
 
 std::string param_name(const ::testing::TestParamInfo<GpuCase>& p) { return case_name(p.param); }

@@ -38,6 +38,7 @@ std::string case_name(const GridCase& c) {
   if (c.kind == InputKind::kLargeScores) os << "_largescores";
   if (c.kind == InputKind::kVeryNegative) os << "_verynegative";
   if (c.kind == InputKind::kLargeMagnitude) os << "_largemagnitude";
+  if (c.kind == InputKind::kHugeScores) os << "_hugescores";
   return os.str();
 }
 
@@ -102,7 +103,8 @@ std::vector<GridCase> full_grid() {
     for (InputLayout layout :
          {InputLayout::kContiguous, InputLayout::kStridedBHSD, InputLayout::kPaddedHeads}) {
       for (InputKind kind : {InputKind::kNormal, InputKind::kLargeScores,
-                             InputKind::kVeryNegative, InputKind::kLargeMagnitude}) {
+                             InputKind::kVeryNegative, InputKind::kLargeMagnitude,
+                             InputKind::kHugeScores}) {
         for (DType dt : kDtypes) {
           for (bool causal : {false, true}) {
             ProblemShape s = base;
@@ -120,7 +122,7 @@ std::vector<GridCase> full_grid() {
     for (InputLayout layout :
          {InputLayout::kContiguous, InputLayout::kStridedBHSD, InputLayout::kPaddedHeads}) {
       for (InputKind kind : {InputKind::kLargeScores, InputKind::kVeryNegative,
-                             InputKind::kLargeMagnitude}) {
+                             InputKind::kLargeMagnitude, InputKind::kHugeScores}) {
         for (bool causal : {false, true}) {
           cases.push_back({make_shape(1, 4, 2, sq, sk, 64, kDtypes[i++ % 3], causal), layout, kind});
         }
@@ -152,7 +154,7 @@ std::vector<GridCase> quick_grid() {
   for (InputLayout layout :
        {InputLayout::kContiguous, InputLayout::kStridedBHSD, InputLayout::kPaddedHeads}) {
     for (InputKind kind : {InputKind::kNormal, InputKind::kLargeScores, InputKind::kVeryNegative,
-                           InputKind::kLargeMagnitude}) {
+                           InputKind::kLargeMagnitude, InputKind::kHugeScores}) {
       const bool flip = i % 2 == 0;
       ProblemShape s = make_shape(2, 4, 2, flip ? 203 : 113, flip ? 113 : 203, i % 3 == 0 ? 128 : 64,
                                   kDtypes[i % 3], flip);
@@ -210,6 +212,7 @@ TEST_P(CpuFlashGridTest, MatchesReference) {
     EXPECT_EQ(report.error.masked_nonzero, 0) << report.to_string();
     EXPECT_EQ(report.error.lse_mismatch_inf, 0) << report.to_string();
   }
+  testing::expect_huge_scores_tight(c.kind, report);
 }
 
 std::string param_name(const ::testing::TestParamInfo<GridCase>& param_info) {

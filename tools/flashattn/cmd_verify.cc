@@ -23,6 +23,7 @@ InputKind parse_inputs(const std::string& s) {
   if (s == "large-scores") return InputKind::kLargeScores;
   if (s == "very-negative") return InputKind::kVeryNegative;
   if (s == "large-magnitude") return InputKind::kLargeMagnitude;
+  if (s == "huge-scores") return InputKind::kHugeScores;
   return InputKind::kNormal;
 }
 
@@ -46,9 +47,9 @@ int cmd_verify(const Args& args) {
                     "input memory layout: plain BSHD, BHSD storage seen through BSHD strides,\n"
                     "or heads sliced from a wider tensor (default contiguous)");
   parser.add_choice("--inputs", &inputs,
-                    {"normal", "large-scores", "very-negative", "large-magnitude"},
+                    {"normal", "large-scores", "very-negative", "large-magnitude", "huge-scores"},
                     "input distribution: N(0.5, 1); scores near 1e4; rows whose scores are all\n"
-                    "below -5e4; values near the dtype's range (default normal)");
+                    "below -5e4; values near the dtype's range; scores near 1e10 (default normal)");
   parser.add_switch("--no-lse", &no_lse, "do not request or check the LSE output");
   if (!parser.parse(args)) return kExitOk;
 

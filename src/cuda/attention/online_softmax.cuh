@@ -1,10 +1,20 @@
-// The online-softmax state of one query row, shared by the GPU kernels. Scores arrive already
-// multiplied by scale * log2(e), so every exponential is exp2 (one MUFU.EX2).
+// The online-softmax state of one query row, shared by the GPU kernels. The running max is kept
+// in the scores' own (unscaled) units; every exponential is exp2 (one MUFU.EX2) of
+// (S - row_max) * scale * log2(e).
 //
 //   init:     row_max = -inf, row_sum = 0, O = 0
-//   per tile: new_max = max(row_max, max_j S_j); P_j = exp2(S_j - new_max);
-//             alpha = exp2(row_max - new_max); row_sum = row_sum * alpha + sum_j P_j; O *= alpha
-//   finalize: O /= row_sum; LSE = (row_max + log2(row_sum)) * ln(2)
+//   per tile: new_max = max(row_max, max_j S_j); P_j = exp2((S_j - new_max) * scale_log2);
+//             alpha = exp2((row_max - new_max) * scale_log2); row_sum = row_sum * alpha + sum_j P_j;
+//             O *= alpha
+//   finalize: O /= row_sum; LSE = (row_max * scale_log2 + log2(row_sum)) * ln(2)
+//
+// Why subtract before scaling: the argument is then <= 0 for every score and exactly 0 at the max
+// (S_j - new_max is exact for the max itself, and for every score within a factor 2 of it), so
+// P <= 1 and the row's largest score contributes exactly 1 to row_sum, whatever the magnitude.
+// The one-instruction form fma(S, scale_log2, -round(new_max * scale_log2)) leaves the max's
+// product rounding error in the argument: up to half a float32 step of the scaled max, i.e. 512
+// at scaled scores near 1e10, so exp2 overflowed (NaN) or underflowed (a row taken for empty).
+// It costs one more FP32 instruction per score (FADD + FMUL for one FFMA).
 //
 // The -inf guard: while every key seen so far is masked, new_max is -inf and S - new_max would be
 // (-inf) - (-inf) = NaN. Subtracting 0 instead gives exp2(-inf) = 0 for masked scores and
@@ -23,9 +33,15 @@ __device__ __forceinline__ float safe_max(float row_max) {
   return row_max == -INFINITY ? 0.0f : row_max;
 }
 
-// The natural-log LSE of a finished row; -inf for a row with no visible key.
-__device__ __forceinline__ float finalize_lse(float row_max, float row_sum) {
-  return row_sum > 0.0f ? (row_max + log2f(row_sum)) * kLn2 : -INFINITY;
+// The exp2 argument of score `s` in a row whose (guarded) running max is `max_sub`: <= 0, and
+// exactly 0 for the max itself (see above).
+__device__ __forceinline__ float exp2_arg(float s, float max_sub, float scale_log2) {
+  return (s - max_sub) * scale_log2;
+}
+
+// The natural-log LSE of a finished row (row_max unscaled); -inf for a row with no visible key.
+__device__ __forceinline__ float finalize_lse(float row_max, float row_sum, float scale_log2) {
+  return row_sum > 0.0f ? (row_max * scale_log2 + log2f(row_sum)) * kLn2 : -INFINITY;
 }
 
 // Butterfly reductions across the `kLanes` consecutive lanes that share one row (kLanes a power of

@@ -171,9 +171,9 @@ flash_forward_kernel(KernelArgs args) {
         }
       }
 
-      // Online softmax update; masked scores become -inf (only on tail / diagonal tiles).
-      // s stays unscaled: the exponent is fma(s, scale_log2, -max), one rounding, so scores near
-      // -6e4 keep their low bits (scaling first, then subtracting, loses about 2^-7 there).
+      // Online softmax update; masked scores become -inf (only on tail / diagonal tiles). s and
+      // the running max stay unscaled: the exponent is exp2_arg (online_softmax.cuh), which
+      // subtracts before it scales, so a common offset (rows near -6e4) cancels exactly.
       const bool needs_mask = mask.tile_needs_mask(m0, n0, kBlockN);
 #pragma unroll
       for (int i = 0; i < kRows; ++i) {
@@ -184,16 +184,14 @@ flash_forward_kernel(KernelArgs args) {
           if (needs_mask && !mask.visible(row, n0 + tx + j * 8)) s[i][j] = -INFINITY;
           tile_max = fmaxf(tile_max, s[i][j]);
         }
-        // scale_log2 > 0, so the max of the scaled scores is the scaled max.
-        const float new_max =
-            fmaxf(row_max[i], reduce_max_lanes<Tr::kLanesPerRow>(tile_max) * args.scale_log2);
+        const float new_max = fmaxf(row_max[i], reduce_max_lanes<Tr::kLanesPerRow>(tile_max));
         const float sub = safe_max(new_max);
-        const float alpha = exp2f(row_max[i] - sub);
+        const float alpha = exp2f(exp2_arg(row_max[i], sub, args.scale_log2));
         row_max[i] = new_max;
         float p_sum = 0.0f;
 #pragma unroll
         for (int j = 0; j < kKeys; ++j) {
-          const float p = exp2f(fmaf(s[i][j], args.scale_log2, -sub));
+          const float p = exp2f(exp2_arg(s[i][j], sub, args.scale_log2));
           p_sum += p;
           p_smem[(ty * kRows + i) * Tr::kPStride + tx + j * 8] = from_float<QpT>(round_to<T>(p));
         }
@@ -263,7 +261,7 @@ flash_forward_kernel(KernelArgs args) {
       }
       if (args.lse != nullptr && tx == 0) {
         args.lse[b * args.lse_stride[0] + h * args.lse_stride[1] + row * args.lse_stride[2]] =
-            finalize_lse(row_max[i], total);
+            finalize_lse(row_max[i], total, args.scale_log2);
       }
     }
   }

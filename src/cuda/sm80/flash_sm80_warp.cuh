@@ -84,7 +84,7 @@ __device__ __forceinline__ BlockCoords<T> block_coords(const KernelArgs& args) {
   return c;
 }
 
-// One warp's rows: the running max (log2 domain), the per-lane partial row sums, the O
+// One warp's rows: the running max (unscaled), the per-lane partial row sums, the O
 // accumulator, and its ldmatrix addresses.
 template <typename T, class Cfg>
 struct WarpAttention {
@@ -198,16 +198,18 @@ struct WarpAttention {
   // and sum, and alpha, the factor O must be scaled by before P V is added. Returns whether any
   // of this lane's rows moved its max (then rescale_o() must run before the next pv()).
   //
-  // Scores stay unscaled until the exponent, fma(s, scale_log2, -max): one rounding, and the
-  // scale costs nothing. A row's 4 column pairs live on the 4 lanes of a quad, so row
-  // reductions are two shuffles.
+  // Scores and the running max stay unscaled; the exponent is exp2_arg (online_softmax.cuh):
+  // subtract, then scale, so the argument is <= 0 and exactly 0 at the max at any magnitude. A
+  // row's 4 column pairs live on the 4 lanes of a quad, so row reductions are two shuffles.
   //
   // Lazy rescaling: a row's running max moves only when a tile's max exceeds it by more than
-  // kRescaleLog2 (a factor 256). Below that P = 2^(s - stale max) stays <= 256: O / row_sum is
-  // the same function (numerator and denominator share the max), P's rounding to T is relative
-  // and unchanged, and row_sum stays far from float overflow (256 per key). Once the max has
-  // settled, most tiles skip the O rescale: kMTiles * kDTiles * 4 multiplies per thread (128 at
-  // d128), about a third of the softmax phase's instructions.
+  // kRescaleLog2 (a factor 256) after scaling. Below that P = 2^((s - stale max) * scale_log2)
+  // stays <= 256: O / row_sum is the same function (numerator and denominator share the max),
+  // P's rounding to T is relative and unchanged, and row_sum stays far from float overflow (256
+  // per key). Once the max has settled, most tiles skip the O rescale: kMTiles * kDTiles * 4
+  // multiplies per thread (128 at d128), about a third of the softmax phase's instructions.
+  // The growth is measured after scaling, (tile_max - row_max) * scale_log2: a -inf old max
+  // gives +inf (moves, alpha = 0), an all-masked tile -inf or NaN (stays).
   __device__ __forceinline__ bool softmax(Scores& s, Probs& p, float scale_log2) {
     constexpr float kRescaleLog2 = 8.0f;
     bool moved = false;
@@ -220,13 +222,12 @@ struct WarpAttention {
         for (int nt = 0; nt < kNTiles; ++nt) {
           tile_max = fmaxf(tile_max, fmaxf(s[mt][nt][2 * hh], s[mt][nt][2 * hh + 1]));
         }
-        // scale_log2 > 0, so the max of the scaled scores is the scaled max. A row that has
-        // seen no key keeps -inf (-inf + 8 = -inf: any visible score moves it).
-        const float tile_max_log2 = reduce_max_lanes<4>(tile_max) * scale_log2;
+        tile_max = reduce_max_lanes<4>(tile_max);
+        const float growth_log2 = exp2_arg(tile_max, row_max[mt][hh], scale_log2);
         alpha[mt][hh] = 1.0f;
-        if (tile_max_log2 > row_max[mt][hh] + kRescaleLog2) {
-          alpha[mt][hh] = ptx::ex2(row_max[mt][hh] - tile_max_log2);  // 0 for a -inf old max
-          row_max[mt][hh] = tile_max_log2;
+        if (growth_log2 > kRescaleLog2) {
+          alpha[mt][hh] = ptx::ex2(-growth_log2);  // 0 for a -inf old max
+          row_max[mt][hh] = tile_max;
           moved = true;
         }
         const float sub = safe_max(row_max[mt][hh]);
@@ -235,7 +236,7 @@ struct WarpAttention {
         for (int nt = 0; nt < kNTiles; ++nt) {
 #pragma unroll
           for (int e = 2 * hh; e < 2 * hh + 2; ++e) {
-            s[mt][nt][e] = ptx::ex2(fmaf(s[mt][nt][e], scale_log2, -sub));
+            s[mt][nt][e] = ptx::ex2(exp2_arg(s[mt][nt][e], sub, scale_log2));
             p_sum += s[mt][nt][e];
           }
         }
@@ -307,7 +308,8 @@ struct WarpAttention {
         const std::int64_t row_global = c.m0 + row;
         if (args.lse != nullptr && t == 0 && row_global < args.seqlen_q) {
           args.lse[c.b * args.lse_stride[0] + c.h * args.lse_stride[1] +
-                   row_global * args.lse_stride[2]] = finalize_lse(row_max[mt][hh], total);
+                   row_global * args.lse_stride[2]] =
+              finalize_lse(row_max[mt][hh], total, args.scale_log2);
         }
       }
     }
