@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Sourced by the scripts: finds nvcc, picks the build directory, the CMake flags and the Python.
 # Defines functions only; it creates nothing and runs no build (scripts/device_python.sh sources
 # it for the nvcc on PATH alone).
