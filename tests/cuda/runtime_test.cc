@@ -1,5 +1,5 @@
-// The host-side CUDA runtime helpers (src/cuda/common/runtime.cc) on the machine at hand: without an
-// NVIDIA driver the runtime reports cudaErrorInsufficientDriver ("CUDA driver version is
+// The host-side CUDA runtime helpers (src/cuda/common/runtime.cc) on the machine at hand: without
+// an NVIDIA driver the runtime reports cudaErrorInsufficientDriver ("CUDA driver version is
 // insufficient for CUDA runtime version"), which reads as "upgrade your driver" to someone who has
 // none; the reason shown by `flashattn info` and every GPU backend's why_not says what is missing.
 #include <gtest/gtest.h>

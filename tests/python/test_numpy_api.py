@@ -94,6 +94,30 @@ def test_empty_dimensions(sizes):
         assert np.all(out == 0) and np.all(np.isneginf(lse))
 
 
+# np.zeros / np.empty of a zero-size shape report every stride as 0 (DLPack carries them), unlike
+# the aligned slices above: empty inputs give empty outputs, seqlen_k = 0 gives O = 0, LSE = -inf.
+ZERO_SIZE = {"batch0": (0, 5, 7, 4, 2), "sq0": (2, 0, 7, 4, 2), "heads0": (2, 5, 7, 0, 0),
+             "sk0": (2, 5, 0, 4, 2)}
+
+
+@pytest.mark.parametrize("backend", cpu_backends() + ["auto"])
+@pytest.mark.parametrize("sizes", list(ZERO_SIZE.values()), ids=list(ZERO_SIZE))
+def test_zero_size_numpy_arrays(sizes, backend):
+    b, sq, sk, h, hk = sizes
+    q = np.zeros((b, sq, h, 16), np.float32)
+    k = np.zeros((b, sk, hk, 16), np.float32)
+    v = np.ones((b, sk, hk, 16), np.float32)
+    assert any(x.size == 0 and x.strides == (0, 0, 0, 0) for x in (q, k))
+    out, lse = flashattn.flash_attn_func(q, k, v, return_lse=True, backend=backend)
+    assert out.shape == q.shape and out.dtype == q.dtype and lse.shape == (b, h, sq)
+    if sk == 0:  # every row sees no key
+        assert out.size > 0 and np.all(out == 0) and np.all(np.isneginf(lse))
+    # forward() into zero-size outputs of NumPy's own (zero strides too)
+    out2, lse2 = np.full(q.shape, 7, np.float32), np.full((b, h, sq), 7, np.float32)
+    flashattn.forward(q, k, v, out2, lse2, backend=backend)
+    assert np.array_equal(out2, out) and np.array_equal(lse2, lse)
+
+
 def test_deterministic():
     q, k, v = attention_inputs(2, 113, 203, 6, 2, 64, np.float16, seed=5)
     a = flashattn.flash_attn_func(q, k, v, causal=True, return_lse=True)
@@ -170,3 +194,4 @@ def test_list_backends_and_version():
         assert b.usable or b.why_not
     assert all(b.usable for b in backends if b.device == "cpu")
     assert flashattn.__version__.count(".") == 2
+
