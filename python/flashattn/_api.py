@@ -160,7 +160,8 @@ def flash_attn_func(q, k, v, *, softmax_scale: Optional[float] = None, causal: b
         torch.Tensor: runs torch.ops.flashattn.fwd (so torch.compile(fullgraph=True) traces it
             and CUDA graphs capture it); CUDA tensors run on their device and on the caller's
             current stream, CPU tensors on the CPU backends (bfloat16 included).
-        numpy.ndarray: CPU backends, NumPy outputs (float16/float32: NumPy has no bfloat16).
+        numpy.ndarray: CPU backends, NumPy outputs of q's dtype: float16, float32, or
+            ml_dtypes' bfloat16 (JAX's NumPy bfloat16; NumPy itself has none).
         Any other DLPack array (CuPy, JAX, ...): viewed without a copy through torch.from_dlpack
             when torch is importable (which also orders the producer's stream before torch's
             current stream), else through numpy.from_dlpack (CPU arrays only); the outputs are
@@ -189,8 +190,8 @@ def flash_attn_func(q, k, v, *, softmax_scale: Optional[float] = None, causal: b
         out, lse = _ops.fwd(q, k, v, softmax_scale, causal, backend)
     elif isinstance(q, np.ndarray):
         _check_same_framework(q, k, v, lambda x: isinstance(x, np.ndarray))
-        # An object array cannot be viewed from bytes: it gets a plain out, and q's import
-        # reports the dtype before out is looked at.
+        # q's dtype object: ml_dtypes' bfloat16 too. An object array cannot be viewed from bytes:
+        # it gets a plain out, and q's import reports the dtype before out is looked at.
         out = (np.empty(q.shape, q.dtype) if q.dtype.hasobject
                else _aligned_empty(q.shape, q.dtype))
         lse = _aligned_empty(_ops.lse_shape(q.shape), np.float32)

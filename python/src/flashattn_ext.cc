@@ -1,5 +1,6 @@
 // flashattn._C: the nanobind binding of the C++ API. Arrays arrive through DLPack (PyTorch, JAX,
-// CuPy, NumPy, ...); this file only turns them into TensorViews, runs flashattn::forward with the
+// CuPy, NumPy, ...; NumPy bfloat16 arrays of ml_dtypes, which NumPy cannot export, through a
+// uint16 view); this file only turns them into TensorViews, runs flashattn::forward with the
 // GIL released, and maps a failed Status to a Python exception. Every argument check beyond "is
 // this an array of a dtype and device the library knows" is the library's, so Python users get
 // the same messages as C++ callers.
@@ -125,11 +126,45 @@ std::string python_type_name(nb::handle obj) {
   return name;
 }
 
+// ml_dtypes' bfloat16 (JAX's NumPy bfloat16: dtype name "bfloat16", kind 'V', itemsize 2) is a
+// NumPy user dtype that NumPy exports through neither DLPack nor the buffer protocol. Its bits
+// are IEEE bfloat16, so a uint16 view of the same memory imports, and the caller reads it as bf16.
+// An invalid object for anything else.
+nb::object numpy_bfloat16_as_uint16(nb::handle obj) {
+  // Only arrays of a NumPy that is already imported can be NumPy arrays: never import it here.
+  nb::object numpy = nb::steal(PyImport_GetModule(nb::str("numpy").ptr()));
+  if (!numpy.is_valid()) {
+    PyErr_Clear();
+    return {};
+  }
+  if (!nb::isinstance(obj, numpy.attr("ndarray"))) return {};
+  nb::object dt = obj.attr("dtype");
+  if (nb::cast<std::string>(dt.attr("name")) != "bfloat16" ||
+      nb::cast<std::string>(dt.attr("kind")) != "V" || nb::cast<int>(dt.attr("itemsize")) != 2) {
+    return {};
+  }
+  return obj.attr("view")(numpy.attr("uint16"));
+}
+
+// Imports `obj` as `Array` without a copy: a DLPack array as it is, or the uint16 bits of a NumPy
+// bfloat16 array (then *bf16_bits is set). False when it is neither.
 template <typename Array>
-TensorView to_view(const Array& a, const char* name, const char* expected_dtypes) {
+bool import_array(nb::handle obj, Array* a, bool* bf16_bits) {
+  *bf16_bits = false;
+  if (nb::try_cast(obj, *a, /*convert=*/false)) return true;  // the common case, first
+  const nb::object bits = numpy_bfloat16_as_uint16(obj);
+  if (bits.is_valid() && nb::try_cast(bits, *a, /*convert=*/false)) {
+    *bf16_bits = true;
+    return true;
+  }
+  return false;
+}
+
+template <typename Array>
+TensorView to_view(const Array& a, const char* name, bool bf16_bits, const char* expected_dtypes) {
   TensorView t;
   t.data = const_cast<void*>(static_cast<const void*>(a.data()));
-  t.dtype = to_dtype(a.dtype(), name, expected_dtypes);
+  t.dtype = bf16_bits ? DType::kBF16 : to_dtype(a.dtype(), name, expected_dtypes);
   t.device = to_device(a.device_type(), a.device_id(), name);
   // A rank above kMaxRank keeps its rank but no sizes (all 0): validate() checks every rank
   // (step 1) before it reads a size, so the library reports it with its own message.
@@ -164,13 +199,14 @@ TensorView to_view(const Array& a, const char* name, const char* expected_dtypes
 // producer's buffer) alive until the call returns.
 TensorView input_view(nb::handle obj, const char* name, std::vector<InputArray>* keep) {
   InputArray a;
-  if (!nb::try_cast(obj, a, /*convert=*/false)) {
+  bool bf16_bits = false;
+  if (!import_array(obj, &a, &bf16_bits)) {
     raise_not_an_array(obj, name,
                        "an array that supports DLPack (torch.Tensor, numpy.ndarray, "
                        "cupy.ndarray, jax.Array, ...)");
   }
   keep->push_back(a);
-  return to_view(a, name, kAttentionDtypes);
+  return to_view(a, name, bf16_bits, kAttentionDtypes);
 }
 
 // out, lse: writable DLPack arrays, taken as they are: an implicitly converted copy would be
@@ -178,16 +214,17 @@ TensorView input_view(nb::handle obj, const char* name, std::vector<InputArray>*
 TensorView output_view(nb::handle obj, const char* name, const char* expected_dtypes,
                        std::vector<OutputArray>* keep) {
   OutputArray a;
-  if (!nb::try_cast(obj, a, /*convert=*/false)) {
+  bool bf16_bits = false;
+  if (!import_array(obj, &a, &bf16_bits)) {
     InputArray ro;
-    if (nb::try_cast(obj, ro, /*convert=*/false)) {
+    if (import_array(obj, &ro, &bf16_bits)) {
       throw nb::value_error(
           (std::string(name) + " is read-only, expected a writable array").c_str());
     }
     raise_not_an_array(obj, name, "a writable array that supports DLPack");
   }
   keep->push_back(a);
-  return to_view(a, name, expected_dtypes);
+  return to_view(a, name, bf16_bits, expected_dtypes);
 }
 
 // forward(q, k, v, out, lse, softmax_scale, causal, backend, stream): writes out (and lse) in

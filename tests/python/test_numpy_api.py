@@ -195,3 +195,30 @@ def test_list_backends_and_version():
     assert all(b.usable for b in backends if b.device == "cpu")
     assert flashattn.__version__.count(".") == 2
 
+
+# ---- bfloat16 NumPy arrays (ml_dtypes, JAX's NumPy bfloat16) ----
+
+def test_ml_dtypes_bfloat16():
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    bf16 = np.dtype(ml_dtypes.bfloat16)
+    q32, k32, v32 = attention_inputs(2, 33, 47, 4, 2, 64, np.float32, seed=12)
+    q, k, v = (x.astype(bf16) for x in (q32, k32, v32))
+    out, lse = flashattn.flash_attn_func(q, k, v, causal=True, return_lse=True)
+    assert isinstance(out, np.ndarray) and out.dtype == bf16 and out.shape == q.shape
+    assert lse.dtype == np.float32
+    qf, kf, vf = (x.astype(np.float64) for x in (q, k, v))
+    ref_out, ref_lse = attention_numpy(qf, kf, vf, causal=True)
+    base_out, base_lse = naive_float32(qf, kf, vf, None, True, "bf16")
+    check_attention(out.astype(np.float64), lse, ref_out, ref_lse, base_out, base_lse, "bf16",
+                    context="ml_dtypes bfloat16")
+    # forward() into bf16 outputs (read-only inputs are fine), and the same bits come back
+    for x in (q, k, v):
+        x.flags.writeable = False
+    out2 = aligned_empty(q.shape, bf16)
+    flashattn.forward(q, k, v, out2, causal=True)
+    assert np.array_equal(out2.view(np.uint16), out.view(np.uint16))
+    out2.flags.writeable = False
+    with pytest.raises(ValueError, match=r"out is read-only"):
+        flashattn.forward(q, k, v, out2)
+    with pytest.raises(TypeError, match=r"k\.dtype = fp32 must equal q\.dtype = bf16"):
+        flashattn.flash_attn_func(q, k32, v32)
