@@ -30,7 +30,8 @@ def has_nvidia_driver() -> bool:
     return True
 
 
-COMMANDS = {"script": lambda: [console_script()], "module": lambda: [sys.executable, "-m", "flashattn"]}
+COMMANDS = {"script": lambda: [console_script()],
+            "module": lambda: [sys.executable, "-m", "flashattn"]}
 
 
 @pytest.mark.parametrize("how", list(COMMANDS))
@@ -61,4 +62,5 @@ def test_exit_status_passes_through(how):
 
 def test_cli_runs_the_packaged_binary():
     from flashattn import _cli
-    assert os.path.dirname(_cli.binary()) == os.path.join(os.path.dirname(flashattn.__file__), "bin")
+    package_dir = os.path.dirname(flashattn.__file__)
+    assert os.path.dirname(_cli.binary()) == os.path.join(package_dir, "bin")
