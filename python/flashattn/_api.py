@@ -55,11 +55,13 @@ def _check_options(softmax_scale, causal, backend) -> Tuple[Optional[float], boo
                                                                           numbers.Real):
             raise TypeError("softmax_scale must be a real number or None, got "
                             f"{type(softmax_scale).__name__}")
-        try:
-            softmax_scale = float(softmax_scale)
-        except OverflowError:  # an int beyond 1.8e308: the library's own verdict, with its code
+        # An int beyond 1.8e308 would raise a bare OverflowError in float(): the library's
+        # verdict instead, with its code. A check, not try/except, so that torch.compile traces
+        # this function as plain code.
+        if isinstance(softmax_scale, numbers.Integral) and abs(softmax_scale) > sys.float_info.max:
             raise ValueError(f"invalid_scale: softmax_scale = an {type(softmax_scale).__name__} "
-                             "beyond the float range, expected a finite value > 0") from None
+                             "beyond the float range, expected a finite value > 0")
+        softmax_scale = float(softmax_scale)
     causal = _check_bool(causal, "causal")
     if not isinstance(backend, str):
         raise TypeError(f"backend must be a str, got {type(backend).__name__}")
