@@ -6,7 +6,6 @@ import importlib.metadata
 import os
 import subprocess
 import sys
-import sysconfig
 
 import pytest
 
@@ -14,12 +13,17 @@ import flashattn
 
 
 def console_script() -> str:
-    entry = [e for e in importlib.metadata.entry_points(group="console_scripts")
-             if e.name == "flashattn"]
-    assert [e.value for e in entry] == ["flashattn._cli:main"], entry
-    path = os.path.join(sysconfig.get_path("scripts"), "flashattn")
-    assert os.access(path, os.X_OK), f"{path}: the console script is not installed"
-    return path
+    """The script pip wrote for [project.scripts], found through the installed files (RECORD),
+    so that any install scheme (a venv, /usr/local/bin, --user) is right."""
+    dist = importlib.metadata.distribution("flashattn")
+    entry = [e.value for e in dist.entry_points
+             if e.group == "console_scripts" and e.name == "flashattn"]
+    assert entry == ["flashattn._cli:main"], entry
+    scripts = [str(dist.locate_file(f)) for f in dist.files or []
+               if f.name == "flashattn" and f.parts[0] != "flashattn"]  # not flashattn/bin/...
+    assert len(scripts) == 1, scripts
+    assert os.access(scripts[0], os.X_OK), f"{scripts[0]}: not executable"
+    return scripts[0]
 
 
 def has_nvidia_driver() -> bool:
