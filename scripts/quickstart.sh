@@ -10,7 +10,7 @@ flashattn_configure "$FLASHATTN_BUILD_DIR" quickstart >/dev/null
 cmake --build "$FLASHATTN_BUILD_DIR" -j "$FLASHATTN_JOBS"
 cli="$FLASHATTN_BUILD_DIR/tools/flashattn/flashattn"
 echo; echo "== flashattn info"; "$cli" info
-if "$cli" info | grep -q "no CUDA device"; then
+if "$cli" info | grep -q "^CUDA devices: none"; then
   echo; echo "No CUDA device here: running the CPU backends (cpu-flash against cpu-reference)."
   echo; echo "== flashattn verify --device cpu"
   "$cli" verify --device cpu --backend cpu-flash --dtype bf16 --batch 2 --heads 4 --kv-heads 2 \

@@ -2,12 +2,13 @@
 
     import flashattn
     out = flashattn.flash_attn_func(q, k, v, causal=True)            # BSHD, like FlashAttention
-    out, lse = flashattn.flash_attn_func(q, k, v, return_lse=True)
+    out, lse = flashattn.flash_attn_func(q, k, v, return_lse=True)  # options keyword-only
     flashattn.forward(q, k, v, out, lse)                            # into your own arrays
     flashattn.list_backends()
 
 With PyTorch importable, the op is also torch.ops.flashattn.fwd (torch.compile, CUDA graphs,
-opcheck). `python -m flashattn.bench` compares the backends with PyTorch's SDPA backends.
+opcheck). `python -m flashattn.bench` compares the backends with PyTorch's SDPA backends. The
+command-line tool comes with the package: `flashattn info` (or `python -m flashattn info`).
 
 Errors raise ValueError (bad shapes, strides, alignment, head dim, scale, aliasing, backend name),
 TypeError (dtypes, non-arrays) or RuntimeError (devices, unavailable backend, out of memory, CUDA

@@ -41,17 +41,42 @@ def list_backends() -> List[BackendInfo]:
     return [BackendInfo(*row) for row in _C.list_backends()]
 
 
-def _check_options(softmax_scale, causal, backend) -> Optional[float]:
+def _check_bool(value, name: str) -> bool:
+    """Every boolean option: bool or numpy.bool_, nothing else (1, "x" or None would mean
+    something by accident)."""
+    if not isinstance(value, (bool, np.bool_)):
+        raise TypeError(f"{name} must be a bool, got {type(value).__name__}")
+    return bool(value)
+
+
+def _check_options(softmax_scale, causal, backend) -> Tuple[Optional[float], bool]:
     if softmax_scale is not None:
-        if isinstance(softmax_scale, bool) or not isinstance(softmax_scale, numbers.Real):
+        if isinstance(softmax_scale, (bool, np.bool_)) or not isinstance(softmax_scale,
+                                                                          numbers.Real):
             raise TypeError("softmax_scale must be a real number or None, got "
                             f"{type(softmax_scale).__name__}")
+        # An int beyond 1.8e308 would raise a bare OverflowError in float(): the library's
+        # verdict instead, with its code. A check, not try/except, so that torch.compile traces
+        # this function as plain code.
+        if isinstance(softmax_scale, numbers.Integral) and abs(softmax_scale) > sys.float_info.max:
+            raise ValueError(f"invalid_scale: softmax_scale = an {type(softmax_scale).__name__} "
+                             "beyond the float range, expected a finite value > 0")
         softmax_scale = float(softmax_scale)
-    if not isinstance(causal, (bool, np.bool_)):
-        raise TypeError(f"causal must be a bool, got {type(causal).__name__}")
+    causal = _check_bool(causal, "causal")
     if not isinstance(backend, str):
         raise TypeError(f"backend must be a str, got {type(backend).__name__}")
-    return softmax_scale
+    return softmax_scale, causal
+
+
+def _check_stream(stream) -> int:
+    """A cudaStream_t as an int (NumPy integers too); the extension takes it as a uintptr_t."""
+    if isinstance(stream, (bool, np.bool_)) or not isinstance(stream, numbers.Integral):
+        raise TypeError(f"stream must be an int (a cudaStream_t) or None, got "
+                        f"{type(stream).__name__}")
+    stream = int(stream)
+    if not 0 <= stream < 2 ** 64:
+        raise ValueError(f"stream = {stream}, expected a cudaStream_t: an int in [0, 2**64)")
+    return stream
 
 
 def _is_torch(x) -> bool:
@@ -59,7 +84,7 @@ def _is_torch(x) -> bool:
 
 
 def _kind(x) -> str:
-    return f"{type(x).__module__}.{type(x).__qualname__}"
+    return "None" if x is None else f"{type(x).__module__}.{type(x).__qualname__}"
 
 
 def _check_same_framework(q, k, v, is_kind) -> None:
@@ -97,21 +122,23 @@ def forward(q, k, v, out, lse=None, *, softmax_scale: Optional[float] = None,
 
     stream: a cudaStream_t as an int. None means torch's current stream for torch tensors, CuPy's
     current stream for CuPy arrays, and the default stream (0) otherwise. Ignored on the CPU.
-    Raises as flash_attn_func does; also ValueError for a read-only out or lse.
+    Every argument after lse is keyword-only. Raises as flash_attn_func does; also ValueError for
+    a read-only out or lse.
     """
-    softmax_scale = _check_options(softmax_scale, causal, backend)
-    if stream is None:
-        stream = _current_stream(q)
-    elif isinstance(stream, bool) or not isinstance(stream, int):
-        raise TypeError(f"stream must be an int (a cudaStream_t) or None, got {_kind(stream)}")
+    softmax_scale, causal = _check_options(softmax_scale, causal, backend)
+    stream = _current_stream(q) if stream is None else _check_stream(stream)
     if torch is not None:  # older torch refuses DLPack export of tensors that require grad
         q, k, v, out, lse = (x.detach() if _is_torch(x) else x for x in (q, k, v, out, lse))
-    _C.forward(q, k, v, out, lse, softmax_scale, bool(causal), backend, stream)
+    _C.forward(q, k, v, out, lse, softmax_scale, causal, backend, stream)
 
 
-def flash_attn_func(q, k, v, softmax_scale: Optional[float] = None, causal: bool = False,
+def flash_attn_func(q, k, v, *, softmax_scale: Optional[float] = None, causal: bool = False,
                     return_lse: bool = False, backend: str = "auto") -> Union[Any, Tuple[Any, Any]]:
     """Scaled dot-product attention, FlashAttention's forward: softmax(scale * Q K^T + mask) V.
+
+    Every argument after v is keyword-only: FlashAttention-2's flash_attn_func takes dropout_p
+    fourth and FlashAttention-3's softmax_scale, so a positional fourth argument would mean
+    different things to their users.
 
     Args:
         q: (batch, seqlen_q, heads, head_dim).
@@ -123,7 +150,7 @@ def flash_attn_func(q, k, v, softmax_scale: Optional[float] = None, causal: bool
         causal: mask aligned bottom-right: query row i sees key j iff
             j <= i + seqlen_k - seqlen_q. A row that sees no key gives O = 0 and LSE = -inf.
         return_lse: also return the float32 log-sum-exp of the scaled scores,
-            (batch, heads, seqlen_q).
+            (batch, heads, seqlen_q). causal and return_lse are bool or numpy.bool_.
         backend: "auto" (the best usable backend for the tensors' device), or a name from
             list_backends(): "flash" (fused, GPU), "naive" (S in GPU memory), "cpu-flash",
             "cpu-reference" (float64), and what else is built in.
@@ -135,7 +162,8 @@ def flash_attn_func(q, k, v, softmax_scale: Optional[float] = None, causal: bool
         torch.Tensor: runs torch.ops.flashattn.fwd (so torch.compile(fullgraph=True) traces it
             and CUDA graphs capture it); CUDA tensors run on their device and on the caller's
             current stream, CPU tensors on the CPU backends (bfloat16 included).
-        numpy.ndarray: CPU backends, NumPy outputs (float16/float32: NumPy has no bfloat16).
+        numpy.ndarray: CPU backends, NumPy outputs of q's dtype: float16, float32, or
+            ml_dtypes' bfloat16 (JAX's NumPy bfloat16; NumPy itself has none).
         Any other DLPack array (CuPy, JAX, ...): viewed without a copy through torch.from_dlpack
             when torch is importable (which also orders the producer's stream before torch's
             current stream), else through numpy.from_dlpack (CPU arrays only); the outputs are
@@ -157,19 +185,23 @@ def flash_attn_func(q, k, v, softmax_scale: Optional[float] = None, causal: bool
         RuntimeError: invalid_device (a CPU/CUDA mix, a backend for the other device, no CUDA
             device), backend_unavailable, unsupported, out_of_memory, cuda_error, internal.
     """
-    softmax_scale = _check_options(softmax_scale, causal, backend)
-    causal = bool(causal)
+    softmax_scale, causal = _check_options(softmax_scale, causal, backend)
+    return_lse = _check_bool(return_lse, "return_lse")
     if _is_torch(q):
         _check_same_framework(q, k, v, _is_torch)
         out, lse = _ops.fwd(q, k, v, softmax_scale, causal, backend)
     elif isinstance(q, np.ndarray):
         _check_same_framework(q, k, v, lambda x: isinstance(x, np.ndarray))
-        out = _aligned_empty(q.shape, q.dtype)
+        # q's dtype object: ml_dtypes' bfloat16 too. An object array cannot be viewed from bytes:
+        # it gets a plain out, and q's import reports the dtype before out is looked at.
+        out = (np.empty(q.shape, q.dtype) if q.dtype.hasobject
+               else _aligned_empty(q.shape, q.dtype))
         lse = _aligned_empty(_ops.lse_shape(q.shape), np.float32)
         _C.forward(q, k, v, out, lse, softmax_scale, causal, backend, 0)
     else:
         q, k, v = (_as_torch_or_numpy(x, name) for x, name in ((q, "q"), (k, "k"), (v, "v")))
-        return flash_attn_func(q, k, v, softmax_scale, causal, return_lse, backend)
+        return flash_attn_func(q, k, v, softmax_scale=softmax_scale, causal=causal,
+                               return_lse=return_lse, backend=backend)
     return (out, lse) if return_lse else out
 
 

@@ -1,5 +1,6 @@
 // flashattn._C: the nanobind binding of the C++ API. Arrays arrive through DLPack (PyTorch, JAX,
-// CuPy, NumPy, ...); this file only turns them into TensorViews, runs flashattn::forward with the
+// CuPy, NumPy, ...; NumPy bfloat16 arrays of ml_dtypes, which NumPy cannot export, through a
+// uint16 view); this file only turns them into TensorViews, runs flashattn::forward with the
 // GIL released, and maps a failed Status to a Python exception. Every argument check beyond "is
 // this an array of a dtype and device the library knows" is the library's, so Python users get
 // the same messages as C++ callers.
@@ -77,7 +78,12 @@ std::string dlpack_dtype_name(nb::dlpack::dtype dt) {
   return name;
 }
 
-DType to_dtype(nb::dlpack::dtype dt, const char* name) {
+// `expected` ends the message for a dtype the library has no DType for: kAttentionDtypes for
+// q, k, v and out, kLseDtype for lse (the library itself reports an fp16 or bf16 lse).
+constexpr const char* kAttentionDtypes = " is not supported, expected bfloat16, float16 or float32";
+constexpr const char* kLseDtype = ", expected float32";
+
+DType to_dtype(nb::dlpack::dtype dt, const char* name, const char* expected) {
   if (dt.lanes == 1 && dt.bits == 16 && dt.code == uint8_t(nb::dlpack::dtype_code::Bfloat)) {
     return DType::kBF16;
   }
@@ -88,8 +94,7 @@ DType to_dtype(nb::dlpack::dtype dt, const char* name) {
     return DType::kFP32;
   }
   raise_status(Status(StatusCode::kInvalidDtype,
-                      std::string(name) + ".dtype = " + dlpack_dtype_name(dt) +
-                          " is not supported, expected bfloat16, float16 or float32"));
+                      std::string(name) + ".dtype = " + dlpack_dtype_name(dt) + expected));
 }
 
 Device to_device(int device_type, int device_id, const char* name) {
@@ -107,13 +112,59 @@ Device to_device(int device_type, int device_id, const char* name) {
   }
 }
 
-std::string python_type_name(nb::handle obj) { return nb::type_name(obj.type()).c_str(); }
+// str(x): nb::str(handle) calls PyObject_Str (nb::str(object) would only cast).
+std::string python_str(nb::handle x) { return nb::str(x).c_str(); }
+
+// "None", "list", "numpy.ndarray of dtype object": what the caller passed, in their terms.
+std::string python_type_name(nb::handle obj) {
+  if (obj.is_none()) return "None";
+  const nb::handle type = obj.type();
+  std::string name = python_str(nb::object(type.attr("__qualname__")));
+  const std::string module = python_str(nb::object(type.attr("__module__")));
+  if (module != "builtins") name = module + "." + name;
+  if (nb::hasattr(obj, "dtype")) name += " of dtype " + python_str(nb::object(obj.attr("dtype")));
+  return name;
+}
+
+// ml_dtypes' bfloat16 (JAX's NumPy bfloat16: dtype name "bfloat16", kind 'V', itemsize 2) is a
+// NumPy user dtype that NumPy exports through neither DLPack nor the buffer protocol. Its bits
+// are IEEE bfloat16, so a uint16 view of the same memory imports, and the caller reads it as bf16.
+// An invalid object for anything else.
+nb::object numpy_bfloat16_as_uint16(nb::handle obj) {
+  // Only arrays of a NumPy that is already imported can be NumPy arrays: never import it here.
+  nb::object numpy = nb::steal(PyImport_GetModule(nb::str("numpy").ptr()));
+  if (!numpy.is_valid()) {
+    PyErr_Clear();
+    return {};
+  }
+  if (!nb::isinstance(obj, numpy.attr("ndarray"))) return {};
+  nb::object dt = obj.attr("dtype");
+  if (nb::cast<std::string>(dt.attr("name")) != "bfloat16" ||
+      nb::cast<std::string>(dt.attr("kind")) != "V" || nb::cast<int>(dt.attr("itemsize")) != 2) {
+    return {};
+  }
+  return obj.attr("view")(numpy.attr("uint16"));
+}
+
+// Imports `obj` as `Array` without a copy: a DLPack array as it is, or the uint16 bits of a NumPy
+// bfloat16 array (then *bf16_bits is set). False when it is neither.
+template <typename Array>
+bool import_array(nb::handle obj, Array* a, bool* bf16_bits) {
+  *bf16_bits = false;
+  if (nb::try_cast(obj, *a, /*convert=*/false)) return true;  // the common case, first
+  const nb::object bits = numpy_bfloat16_as_uint16(obj);
+  if (bits.is_valid() && nb::try_cast(bits, *a, /*convert=*/false)) {
+    *bf16_bits = true;
+    return true;
+  }
+  return false;
+}
 
 template <typename Array>
-TensorView to_view(const Array& a, const char* name) {
+TensorView to_view(const Array& a, const char* name, bool bf16_bits, const char* expected_dtypes) {
   TensorView t;
   t.data = const_cast<void*>(static_cast<const void*>(a.data()));
-  t.dtype = to_dtype(a.dtype(), name);
+  t.dtype = bf16_bits ? DType::kBF16 : to_dtype(a.dtype(), name, expected_dtypes);
   t.device = to_device(a.device_type(), a.device_id(), name);
   // A rank above kMaxRank keeps its rank but no sizes (all 0): validate() checks every rank
   // (step 1) before it reads a size, so the library reports it with its own message.
@@ -148,29 +199,32 @@ TensorView to_view(const Array& a, const char* name) {
 // producer's buffer) alive until the call returns.
 TensorView input_view(nb::handle obj, const char* name, std::vector<InputArray>* keep) {
   InputArray a;
-  if (!nb::try_cast(obj, a, /*convert=*/false)) {
+  bool bf16_bits = false;
+  if (!import_array(obj, &a, &bf16_bits)) {
     raise_not_an_array(obj, name,
                        "an array that supports DLPack (torch.Tensor, numpy.ndarray, "
                        "cupy.ndarray, jax.Array, ...)");
   }
   keep->push_back(a);
-  return to_view(a, name);
+  return to_view(a, name, bf16_bits, kAttentionDtypes);
 }
 
 // out, lse: writable DLPack arrays, taken as they are: an implicitly converted copy would be
 // written and thrown away.
-TensorView output_view(nb::handle obj, const char* name, std::vector<OutputArray>* keep) {
+TensorView output_view(nb::handle obj, const char* name, const char* expected_dtypes,
+                       std::vector<OutputArray>* keep) {
   OutputArray a;
-  if (!nb::try_cast(obj, a, /*convert=*/false)) {
+  bool bf16_bits = false;
+  if (!import_array(obj, &a, &bf16_bits)) {
     InputArray ro;
-    if (nb::try_cast(obj, ro, /*convert=*/false)) {
+    if (import_array(obj, &ro, &bf16_bits)) {
       throw nb::value_error(
           (std::string(name) + " is read-only, expected a writable array").c_str());
     }
     raise_not_an_array(obj, name, "a writable array that supports DLPack");
   }
   keep->push_back(a);
-  return to_view(a, name);
+  return to_view(a, name, bf16_bits, expected_dtypes);
 }
 
 // forward(q, k, v, out, lse, softmax_scale, causal, backend, stream): writes out (and lse) in
@@ -184,9 +238,9 @@ void forward(nb::handle q, nb::handle k, nb::handle v, nb::handle out, nb::handl
   p.q = input_view(q, "q", &inputs);
   p.k = input_view(k, "k", &inputs);
   p.v = input_view(v, "v", &inputs);
-  p.out = output_view(out, "out", &outputs);
+  p.out = output_view(out, "out", kAttentionDtypes, &outputs);
   if (!lse.is_none()) {
-    p.lse = output_view(lse, "lse", &outputs);
+    p.lse = output_view(lse, "lse", kLseDtype, &outputs);
     if (p.lse.rank == 0) {  // a rank-0 view reads as "no LSE" to the library
       raise_status(
           Status(StatusCode::kInvalidRank, "lse.rank = 0, expected 3 (batch, heads, seqlen_q)"));
@@ -219,9 +273,11 @@ std::vector<std::tuple<std::string, std::string, std::string, bool, std::string>
 NB_MODULE(_C, m) {
   m.doc() = "flashattn's C++ API (low level; use flashattn.flash_attn_func)";
   m.attr("version") = flashattn::kVersion;
-  m.def("forward", &forward, nb::arg("q"), nb::arg("k"), nb::arg("v"), nb::arg("out"),
-        nb::arg("lse").none(), nb::arg("softmax_scale").none(), nb::arg("causal"),
-        nb::arg("backend"), nb::arg("stream"),
+  // .none() on every array: None reaches input_view / output_view and gets their TypeError
+  // naming the argument, not nanobind's "incompatible function arguments" listing.
+  m.def("forward", &forward, nb::arg("q").none(), nb::arg("k").none(), nb::arg("v").none(),
+        nb::arg("out").none(), nb::arg("lse").none(), nb::arg("softmax_scale").none(),
+        nb::arg("causal"), nb::arg("backend"), nb::arg("stream"),
         "Attention forward into caller-provided arrays (BSHD; lse (batch, heads, seqlen_q) "
         "float32 or None). Raises ValueError / TypeError / RuntimeError with the library's "
         "message.");

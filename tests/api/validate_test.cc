@@ -267,6 +267,18 @@ TEST(Validate, NegativeStride) {
   expect_refused(p, StatusCode::kInvalidStride, {"k.stride[1] = -128", "expected >= 0"});
 }
 
+// q[..., ::-1]: the data pointer is the row's last element, so it is misaligned too; the stride
+// is the cause and is what the message names.
+TEST(Validate, NegativeLastDimStride) {
+  Problem p;
+  const Shape& s = p.shape;
+  p.params.q = TensorView::strided(p.q.data() + (s.head_dim - 1) * dtype_size(s.dtype), s.dtype,
+                                   Device::cpu(), {s.batch, s.seqlen_q, s.heads, s.head_dim},
+                                   {s.seqlen_q * s.heads * s.head_dim, s.heads * s.head_dim,
+                                    s.head_dim, -1});
+  expect_refused(p, StatusCode::kInvalidStride, {"q.stride[3] = -1", "expected 1"});
+}
+
 TEST(Validate, StrideNotMultipleOf16Bytes) {
   // Heads 68 elements (136 bytes) apart: the rows stay 16-byte multiples, the head stride not.
   const Shape s;
@@ -459,6 +471,72 @@ TEST(ValidEdgeCases, EmptyKeysGiveZeroAndMinusInf) {
       ASSERT_TRUE(std::isinf(lse[i]) && lse[i] < 0) << "lse[" << i << "] = " << lse[i];
     }
   }
+}
+
+// NumPy reports every stride of an empty array as 0 (and DLPack carries that): an empty tensor's
+// strides address nothing and are not checked. Batch 0, seqlen_q 0 and heads 0 leave out and lse
+// empty and nothing is written; seqlen_k 0 gives O = 0 and LSE = -inf.
+TEST(ValidEdgeCases, EmptyTensorsWithZeroStrides) {
+  enum Empty { kBatch, kSeqlenQ, kHeads, kSeqlenK };
+  for (Empty which : {kBatch, kSeqlenQ, kHeads, kSeqlenK}) {
+    static const char* kNames[] = {"batch 0", "seqlen_q 0", "heads 0", "seqlen_k 0"};
+    SCOPED_TRACE(kNames[which]);
+    Shape s;
+    if (which == kBatch) s.batch = 0;
+    if (which == kSeqlenQ) s.seqlen_q = 0;
+    if (which == kHeads) s.heads = s.kv_heads = 0;
+    if (which == kSeqlenK) s.seqlen_k = 0;
+    for (const char* backend : {"auto", "cpu-flash", "cpu-reference"}) {
+      SCOPED_TRACE(backend);
+      Problem p(s);
+      for (TensorView* t : {&p.params.q, &p.params.k, &p.params.v, &p.params.out, &p.params.lse}) {
+        if (t->numel() == 0) {
+          for (int d = 0; d < t->rank; ++d) t->stride[d] = 0;
+        }
+      }
+      EXPECT_TRUE(validate(p.params).ok()) << validate(p.params).to_string();
+      const auto before = p.snapshot();
+      if (!run(p, backend)) continue;
+      if (which != kSeqlenK) {
+        EXPECT_TRUE(p.snapshot() == before) << "an empty problem wrote to a buffer";
+        continue;
+      }
+      const TensorView& out = p.params.out;
+      for (std::int64_t i = 0; i < out.numel(); ++i) {
+        ASSERT_EQ(static_cast<const std::uint16_t*>(out.data)[i], 0) << "out[" << i << "]";
+      }
+      const auto* lse = static_cast<const float*>(p.params.lse.data);
+      for (std::int64_t i = 0; i < p.params.lse.numel(); ++i) {
+        ASSERT_TRUE(std::isinf(lse[i]) && lse[i] < 0) << "lse[" << i << "] = " << lse[i];
+      }
+    }
+  }
+}
+
+// A dim of size 1 is only ever indexed at 0, so its stride is irrelevant: NumPy and torch give
+// such dims arbitrary strides (a slice x[:, :, 2:3], a broadcast view). Negative and unaligned
+// strides there are accepted, and the result is the contiguous one.
+TEST(ValidEdgeCases, SizeOneDimsIgnoreStrides) {
+  Shape s;
+  s.batch = 1;
+  s.seqlen_q = 1;
+  s.kv_heads = 1;
+  Problem p(s);
+  ASSERT_TRUE(run(p, "cpu-flash"));
+  const auto contiguous_out = p.out.snapshot();
+  const auto contiguous_lse = p.lse.snapshot();
+  p.params.q.stride[0] = -5;       // batch
+  p.params.q.stride[1] = 3;        // seqlen_q: 6 bytes, not a multiple of 16
+  p.params.k.stride[2] = -1;       // kv heads
+  p.params.v.stride[0] = 0;
+  p.params.out.stride[1] = -7;
+  p.params.lse.stride[0] = -1;
+  p.params.lse.stride[2] = 3;      // seqlen_q, lse's last dim
+  EXPECT_TRUE(validate(p.params).ok()) << validate(p.params).to_string();
+  ASSERT_TRUE(run(p, "cpu-flash"));
+  EXPECT_TRUE(p.out.snapshot() == contiguous_out);
+  EXPECT_TRUE(p.lse.snapshot() == contiguous_lse);
+  ASSERT_TRUE(run(p, "cpu-reference"));
 }
 
 TEST(ValidEdgeCases, SmallestAndLargestHeadDim) {

@@ -66,6 +66,9 @@ CASES = [
      r"invalid_stride: v\.stride\[3\] = 2"),
     ("negative_stride", q0[:, ::-1], k0, v0, {}, ValueError,
      r"invalid_stride: q\.stride\[1\] = -\d+, expected >= 0"),
+    # Its data pointer is the row's last element, misaligned too: the stride is the cause.
+    ("reversed_last_dim", q0[..., ::-1], k0, v0, {}, ValueError,
+     r"invalid_stride: q\.stride\[3\] = -1, expected 1"),
     ("stride_not_16_bytes", head_stride_72_bytes(), k0, v0, {}, ValueError,
      r"invalid_stride: q\.stride\[2\] = 36 elements \(72 bytes\), expected a multiple of 8 "
      r"elements \(16 bytes\)"),
@@ -84,6 +87,13 @@ CASES = [
      r"softmax_scale = nan"),
     ("scale_string", q0, k0, v0, {"softmax_scale": "0.1"}, TypeError, r"softmax_scale must be"),
     ("causal_string", q0, k0, v0, {"causal": "yes"}, TypeError, r"causal must be a bool"),
+    ("causal_int", q0, k0, v0, {"causal": 1}, TypeError, r"causal must be a bool, got int"),
+    ("causal_none", q0, k0, v0, {"causal": None}, TypeError, r"causal must be a bool"),
+    ("return_lse_string", q0, k0, v0, {"return_lse": "x"}, TypeError,
+     r"return_lse must be a bool, got str"),
+    ("return_lse_int", q0, k0, v0, {"return_lse": 1}, TypeError, r"return_lse must be a bool"),
+    ("return_lse_none", q0, k0, v0, {"return_lse": None}, TypeError,
+     r"return_lse must be a bool"),
     ("backend_not_str", q0, k0, v0, {"backend": 1}, TypeError, r"backend must be a str"),
     ("unknown_backend", q0, k0, v0, {"backend": "fastest"}, ValueError,
      r"unknown_backend: backend = \"fastest\" is unknown; expected one of .*cpu-flash"),
@@ -92,6 +102,9 @@ CASES = [
     ("q_not_an_array", q0.tolist(), k0, v0, {}, TypeError,
      r"q: expected a torch.Tensor, a numpy.ndarray or an array with __dlpack__, got "
      r"builtins.list"),
+    ("q_object_dtype", q0.astype(object), k0, v0, {}, TypeError,
+     r"^q: expected an array that supports DLPack .*, got numpy\.ndarray of dtype object: its "
+     r"__dlpack__\(\) raised BufferError"),
     ("k_other_framework", q0, k0.tolist(), v0, {}, TypeError,
      r"k is a builtins.list but q is a numpy.ndarray"),
 ]
@@ -147,6 +160,13 @@ def test_lse_wrong_dtype():
         flashattn.forward(q, k, v, out, lse)
 
 
+def test_lse_unsupported_dtype_expects_float32():
+    q, k, v = inputs()
+    out, lse = outputs(q, lse_dtype=np.float64)
+    with pytest.raises(TypeError, match=r"^invalid_dtype: lse\.dtype = float64, expected float32$"):
+        flashattn.forward(q, k, v, out, lse)
+
+
 def test_lse_wrong_shape():
     q, k, v = inputs()
     out, _ = outputs(q)
@@ -194,3 +214,113 @@ def test_nothing_written_on_error():
     with pytest.raises(ValueError):
         flashattn.forward(q, k, v, out, lse, softmax_scale=-1.0)
     assert np.all(out == 3.0) and np.all(lse == 3.0)
+
+
+# ---- arguments of the wrong kind: a TypeError naming the argument, never nanobind's dump ----
+
+def _forward_args():
+    q, k, v = inputs()
+    out, lse = outputs(q)
+    return {"q": q, "k": k, "v": v, "out": out, "lse": lse}
+
+
+NOT_ARRAYS = [None, [0.5], "q", 3, 2.5, object()]
+
+
+@pytest.mark.parametrize("name", ["q", "k", "v", "out", "lse"])
+@pytest.mark.parametrize("value", NOT_ARRAYS, ids=lambda x: type(x).__name__)
+def test_forward_names_an_argument_that_is_not_an_array(name, value):
+    if name == "lse" and value is None:
+        return  # lse=None means "no LSE"
+    args = _forward_args()
+    args[name] = value
+    with pytest.raises(TypeError) as info:
+        flashattn.forward(args["q"], args["k"], args["v"], args["out"], args["lse"])
+    message = str(info.value)
+    assert message.startswith(f"{name}: expected "), message
+    assert "incompatible function arguments" not in message
+    assert message.endswith(f"got {'None' if value is None else type(value).__name__}"), message
+
+
+def test_forward_out_none():
+    q, k, v = inputs()
+    with pytest.raises(TypeError, match=r"^out: expected a writable array that supports DLPack, "
+                                        r"got None$"):
+        flashattn.forward(q, k, v, None)
+
+
+@pytest.mark.parametrize("name", ["q", "k", "v"])
+@pytest.mark.parametrize("value", NOT_ARRAYS, ids=lambda x: type(x).__name__)
+def test_flash_attn_func_names_an_argument_that_is_not_an_array(name, value):
+    args = dict(zip("qkv", inputs()))
+    args[name] = value
+    with pytest.raises(TypeError) as info:
+        flashattn.flash_attn_func(args["q"], args["k"], args["v"])
+    message = str(info.value)
+    assert message.startswith(name), message
+    assert "incompatible function arguments" not in message
+
+
+# Options of the wrong kind, through both entry points: (kwargs, exception, message regex).
+BAD_OPTIONS = [
+    ({"causal": 1}, TypeError, r"^causal must be a bool, got int$"),
+    ({"causal": "x"}, TypeError, r"^causal must be a bool, got str$"),
+    ({"causal": None}, TypeError, r"^causal must be a bool, got NoneType$"),
+    ({"softmax_scale": "0.1"}, TypeError, r"^softmax_scale must be a real number or None"),
+    ({"softmax_scale": True}, TypeError, r"^softmax_scale must be a real number or None"),
+    ({"softmax_scale": 10 ** 400}, ValueError,
+     r"^invalid_scale: softmax_scale = an int beyond the float range, expected a finite value "
+     r"> 0$"),
+    ({"backend": None}, TypeError, r"^backend must be a str, got NoneType$"),
+    ({"backend": b"cpu-flash"}, TypeError, r"^backend must be a str, got bytes$"),
+]
+
+
+@pytest.mark.parametrize("kwargs, exc, match", BAD_OPTIONS, ids=lambda x: repr(x)[:30])
+def test_flash_attn_func_options_of_the_wrong_kind(kwargs, exc, match):
+    q, k, v = inputs()
+    with pytest.raises(exc, match=match):
+        flashattn.flash_attn_func(q, k, v, **kwargs)
+
+
+@pytest.mark.parametrize("kwargs, exc, match", BAD_OPTIONS + [
+    ({"stream": "default"}, TypeError,
+     r"^stream must be an int \(a cudaStream_t\) or None, got str$"),
+    ({"stream": True}, TypeError, r"^stream must be an int"),
+    ({"stream": 1.0}, TypeError, r"^stream must be an int"),
+    ({"stream": -1}, ValueError,
+     r"^stream = -1, expected a cudaStream_t: an int in \[0, 2\*\*64\)$"),
+    ({"stream": 2 ** 64}, ValueError, r"^stream = 18446744073709551616, expected a cudaStream_t"),
+], ids=lambda x: repr(x)[:30])
+def test_forward_options_of_the_wrong_kind(kwargs, exc, match):
+    q, k, v = inputs()
+    out, lse = outputs(q)
+    with pytest.raises(exc, match=match):
+        flashattn.forward(q, k, v, out, lse, **kwargs)
+
+
+def test_numpy_bools_and_integers_are_accepted():
+    q, k, v = inputs(np.float32)
+    out, lse = outputs(q)
+    flashattn.forward(q, k, v, out, lse, causal=np.bool_(True), stream=np.int64(0))
+    expected, expected_lse = flashattn.flash_attn_func(q, k, v, causal=True, return_lse=True)
+    assert np.array_equal(out, expected) and np.array_equal(lse, expected_lse)
+    only_out = flashattn.flash_attn_func(q, k, v, causal=np.True_, return_lse=np.False_)
+    assert isinstance(only_out, np.ndarray) and np.array_equal(only_out, expected)
+
+
+# ---- every argument after v (after lse for forward) is keyword-only ----
+
+def test_flash_attn_func_options_are_keyword_only():
+    # FlashAttention-2's flash_attn_func(q, k, v, dropout_p, softmax_scale, causal): a positional
+    # 0.1 meant as dropout must not run as softmax_scale = 0.1.
+    q, k, v = inputs()
+    with pytest.raises(TypeError, match=r"positional argument"):
+        flashattn.flash_attn_func(q, k, v, 0.1)
+
+
+def test_forward_options_are_keyword_only():
+    q, k, v = inputs()
+    out, lse = outputs(q)
+    with pytest.raises(TypeError, match=r"positional argument"):
+        flashattn.forward(q, k, v, out, lse, 0.1)

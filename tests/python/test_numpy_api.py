@@ -94,6 +94,30 @@ def test_empty_dimensions(sizes):
         assert np.all(out == 0) and np.all(np.isneginf(lse))
 
 
+# np.zeros / np.empty of a zero-size shape report every stride as 0 (DLPack carries them), unlike
+# the aligned slices above: empty inputs give empty outputs, seqlen_k = 0 gives O = 0, LSE = -inf.
+ZERO_SIZE = {"batch0": (0, 5, 7, 4, 2), "sq0": (2, 0, 7, 4, 2), "heads0": (2, 5, 7, 0, 0),
+             "sk0": (2, 5, 0, 4, 2)}
+
+
+@pytest.mark.parametrize("backend", cpu_backends() + ["auto"])
+@pytest.mark.parametrize("sizes", list(ZERO_SIZE.values()), ids=list(ZERO_SIZE))
+def test_zero_size_numpy_arrays(sizes, backend):
+    b, sq, sk, h, hk = sizes
+    q = np.zeros((b, sq, h, 16), np.float32)
+    k = np.zeros((b, sk, hk, 16), np.float32)
+    v = np.ones((b, sk, hk, 16), np.float32)
+    assert any(x.size == 0 and x.strides == (0, 0, 0, 0) for x in (q, k))
+    out, lse = flashattn.flash_attn_func(q, k, v, return_lse=True, backend=backend)
+    assert out.shape == q.shape and out.dtype == q.dtype and lse.shape == (b, h, sq)
+    if sk == 0:  # every row sees no key
+        assert out.size > 0 and np.all(out == 0) and np.all(np.isneginf(lse))
+    # forward() into zero-size outputs of NumPy's own (zero strides too)
+    out2, lse2 = np.full(q.shape, 7, np.float32), np.full((b, h, sq), 7, np.float32)
+    flashattn.forward(q, k, v, out2, lse2, backend=backend)
+    assert np.array_equal(out2, out) and np.array_equal(lse2, lse)
+
+
 def test_deterministic():
     q, k, v = attention_inputs(2, 113, 203, 6, 2, 64, np.float16, seed=5)
     a = flashattn.flash_attn_func(q, k, v, causal=True, return_lse=True)
@@ -170,3 +194,31 @@ def test_list_backends_and_version():
         assert b.usable or b.why_not
     assert all(b.usable for b in backends if b.device == "cpu")
     assert flashattn.__version__.count(".") == 2
+
+
+# ---- bfloat16 NumPy arrays (ml_dtypes, JAX's NumPy bfloat16) ----
+
+def test_ml_dtypes_bfloat16():
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    bf16 = np.dtype(ml_dtypes.bfloat16)
+    q32, k32, v32 = attention_inputs(2, 33, 47, 4, 2, 64, np.float32, seed=12)
+    q, k, v = (x.astype(bf16) for x in (q32, k32, v32))
+    out, lse = flashattn.flash_attn_func(q, k, v, causal=True, return_lse=True)
+    assert isinstance(out, np.ndarray) and out.dtype == bf16 and out.shape == q.shape
+    assert lse.dtype == np.float32
+    qf, kf, vf = (x.astype(np.float64) for x in (q, k, v))
+    ref_out, ref_lse = attention_numpy(qf, kf, vf, causal=True)
+    base_out, base_lse = naive_float32(qf, kf, vf, None, True, "bf16")
+    check_attention(out.astype(np.float64), lse, ref_out, ref_lse, base_out, base_lse, "bf16",
+                    context="ml_dtypes bfloat16")
+    # forward() into bf16 outputs (read-only inputs are fine), and the same bits come back
+    for x in (q, k, v):
+        x.flags.writeable = False
+    out2 = aligned_empty(q.shape, bf16)
+    flashattn.forward(q, k, v, out2, causal=True)
+    assert np.array_equal(out2.view(np.uint16), out.view(np.uint16))
+    out2.flags.writeable = False
+    with pytest.raises(ValueError, match=r"out is read-only"):
+        flashattn.forward(q, k, v, out2)
+    with pytest.raises(TypeError, match=r"k\.dtype = fp32 must equal q\.dtype = bf16"):
+        flashattn.flash_attn_func(q, k32, v32)

@@ -16,12 +16,42 @@ int device_count() {
   return n;
 }
 
+namespace {
+
+// "11.4" from cudaDriverGetVersion's / cudaRuntimeGetVersion's 11040.
+std::string cuda_version_text(int version) {
+  return std::to_string(version / 1000) + "." + std::to_string(version % 1000 / 10);
+}
+
+// Why cudaGetDeviceCount failed, in the user's terms. Without any NVIDIA driver the runtime
+// returns cudaErrorInsufficientDriver, whose text ("CUDA driver version is insufficient for CUDA
+// runtime version") sends a user without a GPU looking for a driver upgrade; the driver version
+// (0 when no driver is installed) tells the two cases apart. The error's name stays in
+// parentheses.
+std::string device_count_failure(cudaError_t err) {
+  const std::string name = cudaGetErrorName(err);
+  if (err == cudaErrorInsufficientDriver) {
+    int driver = 0, runtime = 0;
+    if (cudaDriverGetVersion(&driver) != cudaSuccess || driver == 0) {
+      return "no NVIDIA driver or CUDA device found (" + name + ")";
+    }
+    cudaRuntimeGetVersion(&runtime);
+    return "the NVIDIA driver supports CUDA " + cuda_version_text(driver) +
+           ", older than this build's CUDA runtime " + cuda_version_text(runtime) + " (" + name +
+           ")";
+  }
+  if (err == cudaErrorNoDevice) return "no CUDA device found (" + name + ")";
+  return "no CUDA device (" + name + ": " + cudaGetErrorString(err) + ")";
+}
+
+}  // namespace
+
 std::string unavailable_reason() {
   int n = 0;
   cudaError_t err = cudaGetDeviceCount(&n);
   if (err != cudaSuccess) {
     cudaGetLastError();
-    return std::string("no CUDA device (") + cudaGetErrorString(err) + ")";
+    return device_count_failure(err);
   }
   if (n == 0) return "no CUDA device";
   return "";

@@ -13,7 +13,8 @@ namespace flashattn::cuda {
 // Number of usable CUDA devices; 0 when there is no driver or no device (never an error).
 int device_count();
 
-// Why CUDA is unusable here ("no CUDA device: <runtime message>"), or empty when it is usable.
+// Why CUDA is unusable here ("no NVIDIA driver or CUDA device found (cudaErrorInsufficientDriver)",
+// "no CUDA device found (cudaErrorNoDevice)", ...), or empty when it is usable.
 std::string unavailable_reason();
 
 // A GPU backend's usable(): kBackendUnavailable with unavailable_reason() when CUDA is unusable
