@@ -4,7 +4,7 @@
 # are not built (the library, the CPU backends and the CLI still are) and this says so.
 #   bash scripts/install_deps.sh [--python]
 # --python also pip-installs what the Python package needs to build and test (numpy, pytest,
-# nanobind, scikit-build-core) into the Python that runs the tests: $PYTHON when set, else the
+# nanobind, scikit-build-core, ml_dtypes) into the Python that runs the tests: $PYTHON when set, else the
 # active virtual environment ($VIRTUAL_ENV), else the project's own .venv, made here with
 # `python3 -m venv` (Debian's python3-venv is installed for that when missing).
 set -euo pipefail
@@ -49,9 +49,10 @@ if [ $make_venv -eq 1 ]; then
   python3 -m venv .venv
 fi
 if [ $with_python -eq 1 ] &&
-   ! "$py" -c "import numpy, pytest, nanobind, scikit_build_core" 2>/dev/null; then
+   ! "$py" -c "import numpy, pytest, nanobind, scikit_build_core, ml_dtypes" 2>/dev/null; then
+  # ml_dtypes (a few MB, needs only numpy): the tests of JAX-style bfloat16 NumPy arrays.
   echo "installing Python packages into $("$py" -c 'import sys; print(sys.prefix)'): numpy" \
-       "pytest nanobind scikit-build-core" >&2
+       "pytest nanobind scikit-build-core ml_dtypes" >&2
   "$py" -m pip install -q --disable-pip-version-check numpy pytest 'nanobind>=2.0' \
-    'scikit-build-core>=0.10'
+    'scikit-build-core>=0.10' ml_dtypes
 fi
