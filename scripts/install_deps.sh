@@ -4,8 +4,8 @@
 # are not built (the library, the CPU backends and the CLI still are) and this says so.
 #   bash scripts/install_deps.sh [--python]
 # --python also pip-installs what the Python package needs to build and test (numpy, pytest,
-# nanobind, scikit-build-core, ml_dtypes) into the Python that runs the tests: $PYTHON when set, else the
-# active virtual environment ($VIRTUAL_ENV), else the project's own .venv, made here with
+# nanobind, scikit-build-core, ml_dtypes) into the Python that runs the tests: $PYTHON when set,
+# else the active virtual environment ($VIRTUAL_ENV), else the project's own .venv, made with
 # `python3 -m venv` (Debian's python3-venv is installed for that when missing).
 set -euo pipefail
 cd "$(dirname "$0")/.."
