@@ -142,8 +142,8 @@ struct Rate {
   std::string where;  // "measured at seqlen 1024", "probed at seqlen 1767"
 };
 
-// The shape cut down to about `target` FLOPs for a rate probe: the sequence length first (down to
-// 16, where a tile is still part-filled), then the batch.
+// The shape cut down to about `target` FLOPs for a rate probe: the sequence length first (not
+// below 16: shorter runs are all call overhead and their rate says nothing), then the batch.
 ProblemShape probe_shape(const ProblemShape& shape, double target) {
   ProblemShape p = shape;
   const double per_len2 = attention_flops(p) / (static_cast<double>(p.seqlen_q) *
@@ -156,19 +156,6 @@ ProblemShape probe_shape(const ProblemShape& shape, double target) {
                                             static_cast<double>(p.batch) * target / flops));
   }
   return p;
-}
-
-std::string pad_left(const std::string& s, std::size_t width) {
-  return s.size() >= width ? s : std::string(width - s.size(), ' ') + s;
-}
-
-std::string csv_quote(const std::string& s) {
-  std::string q = "\"";
-  for (char c : s) {
-    if (c == '"') q += '"';
-    q += (c == '\n' ? ' ' : c);
-  }
-  return q + "\"";
 }
 
 // Times one run of `name` on probe_shape(shape, target) after one warm-up run. False when the probe
@@ -197,6 +184,19 @@ bool probe_rate(const BenchOptions& o, const ProblemShape& shape, const std::str
   rate->where = "probed at seqlen " + std::to_string(ps.seqlen_q) +
                 (ps.batch != shape.batch ? " batch " + std::to_string(ps.batch) : "");
   return true;
+}
+
+std::string pad_left(const std::string& s, std::size_t width) {
+  return s.size() >= width ? s : std::string(width - s.size(), ' ') + s;
+}
+
+std::string csv_quote(const std::string& s) {
+  std::string q = "\"";
+  for (char c : s) {
+    if (c == '"') q += '"';
+    q += (c == '\n' ? ' ' : c);
+  }
+  return q + "\"";
 }
 
 }  // namespace
@@ -283,8 +283,8 @@ Status run_bench(const BenchOptions& options, BenchResult* result,
         if (cell.estimated_s > options.max_seconds_per_cell) {
           cell.status = CellStatus::kSkipped;
           cell.message = "est. " + sig3(cell.estimated_s) + " s per run > --max-seconds " +
-                         sig3(options.max_seconds_per_cell) + " (" + sig3(flops) + " FLOPs at " +
-                         sig3(rate->second.flops_per_s) + " FLOP/s, " + rate->second.where + ")";
+                         sig3(options.max_seconds_per_cell) + ": " + sig3(flops) + " FLOPs at " +
+                         sig3(rate->second.flops_per_s) + " FLOP/s, " + rate->second.where;
           // Skipping must not hide an out-of-memory: the lesson's table shows naive OOM at 32k
           // (its 275 GB S matrix on a 141 GB H200), so a skipped cell's workspace is allocated
           // once (and freed) to see whether it fits.

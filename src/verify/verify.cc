@@ -110,11 +110,12 @@ Status checked_size(const std::string& what, std::initializer_list<Factor> facto
 
 }  // namespace
 
-std::string cpu_reference_refusal(const ProblemShape& s, std::int64_t macs, double limit) {
+std::string cpu_reference_refusal(const ProblemShape& s, std::int64_t macs, double limit,
+                                  const std::string& limit_name) {
   std::ostringstream os;
   os << "batch * heads * seqlen_q * seqlen_k * head_dim = " << s.batch << " * " << s.heads
      << " * " << s.seqlen_q << " * " << s.seqlen_k << " * " << s.head_dim << " = " << macs
-     << " multiply-adds exceeds cpu_reference_limit = " << limit
+     << " multiply-adds exceeds " << limit_name << " = " << limit
      << " of the float64 CPU reference (about 1 s per 6e8 on 2 cores), and the float32 GPU "
         "naive reference needs a CUDA device";
   return os.str();

@@ -118,8 +118,10 @@ struct VerifyReport {
 
 // Why a CPU verification of `shape` (with `macs` = ShapeSizes::macs) is refused under `limit`:
 // "batch * heads * seqlen_q * seqlen_k * head_dim = 1 * 8 * ... multiply-adds exceeds
-// cpu_reference_limit = 6e+08 ...". verify() returns it; the CLI checks first and names its flag.
-std::string cpu_reference_refusal(const ProblemShape& shape, std::int64_t macs, double limit);
+// cpu_reference_limit = 6e+08 ...". verify() returns it; the CLI checks first, naming its flag as
+// `limit_name`.
+std::string cpu_reference_refusal(const ProblemShape& shape, std::int64_t macs, double limit,
+                                  const std::string& limit_name = "cpu_reference_limit");
 
 // Runs the whole procedure. A non-ok Status means the verification could not run (bad shape,
 // backend unusable, out of memory); a completed verification that failed returns ok with

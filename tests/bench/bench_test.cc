@@ -245,9 +245,9 @@ TEST(BenchTest, CellEstimatedOverBudgetIsSkipped) {
   // The estimate scales the measured rate: FLOPs grow 1024x from 64 to 2048.
   EXPECT_NEAR(big.estimated_s, r.cells[0].median_ms * 1e-3 * 1024, 1e-9 + 1e-6 * big.estimated_s);
   EXPECT_EQ(big.message.rfind("est. ", 0), 0u) << big.message;
-  EXPECT_NE(big.message.find(" s per run > --max-seconds 0.001 ("), std::string::npos)
+  EXPECT_NE(big.message.find(" s per run > --max-seconds 0.001: "), std::string::npos)
       << big.message;
-  EXPECT_NE(big.message.find("measured at seqlen 64)"), std::string::npos) << big.message;
+  EXPECT_NE(big.message.find(" FLOP/s, measured at seqlen 64"), std::string::npos) << big.message;
   ASSERT_EQ(progress.size(), 3u);  // start and end of the first cell, one line for the skipped
   EXPECT_EQ(progress[2], "seqlen 2048: cpu-reference skipped (" + big.message + ")");
   const std::string table = r.table();

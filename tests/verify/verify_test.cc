@@ -350,6 +350,23 @@ TEST(VerifyTest, SizesThatOverflowAreAnInvalidShape) {
   EXPECT_EQ(sizes.io_bytes, 0);
 }
 
+// all_input_kinds() lists every kind once, by name, so the CLI's --inputs choices need no edit
+// when a kind is added (the enum's first four are these, in order).
+TEST(VerifyTest, AllInputKindsAreListedOnceByName) {
+  const std::vector<InputKind> kinds = verifier::all_input_kinds();
+  ASSERT_GE(kinds.size(), 4u);
+  EXPECT_EQ(kinds[0], InputKind::kNormal);
+  EXPECT_EQ(kinds[1], InputKind::kLargeScores);
+  EXPECT_EQ(kinds[2], InputKind::kVeryNegative);
+  EXPECT_EQ(kinds[3], InputKind::kLargeMagnitude);
+  std::set<std::string> names;
+  for (InputKind k : kinds) {
+    const std::string name(verifier::kind_name(k));
+    EXPECT_NE(name, "?");
+    EXPECT_TRUE(names.insert(name).second) << name << " twice";
+  }
+}
+
 TEST(VerifyTest, CudaBackendOnHostTensorsIsAnError) {
   VerifyOptions options;
   options.backend = "flash";  // a CUDA backend, host tensors
