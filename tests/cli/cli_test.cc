@@ -131,6 +131,7 @@ TEST_F(CliTest, TopLevelHelpListsEveryCommand) {
       EXPECT_NE(r.out.find(std::string("\n  ") + cmd + " "), std::string::npos) << cmd;
     }
     EXPECT_NE(r.out.find("Exit status"), std::string::npos);
+    EXPECT_NE(r.out.find("Environment: FLASHATTN_NUM_THREADS=N"), std::string::npos) << r.out;
   }
   const CliResult v = cli("--version");
   EXPECT_EQ(v.exit_code, 0);
