@@ -107,6 +107,12 @@ double parse_number_value(const std::string& flag, const std::string& text, doub
   return v;
 }
 
+std::string format_number(double x) {
+  std::ostringstream os;
+  os << x;
+  return os.str();
+}
+
 std::vector<std::string> split_list(const std::string& flag, const std::string& text) {
   std::vector<std::string> items;
   std::size_t start = 0;

@@ -43,6 +43,8 @@ std::uint64_t parse_u64_value(const std::string& flag, const std::string& text);
 // A finite number; > min_value when `exclusive`, else >= min_value.
 double parse_number_value(const std::string& flag, const std::string& text, double min_value,
                           bool exclusive);
+// A number as iostreams print it: "6e+08", "0.5", "2".
+std::string format_number(double x);
 // Comma-separated, no empty items.
 std::vector<std::string> split_list(const std::string& flag, const std::string& text);
 

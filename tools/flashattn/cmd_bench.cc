@@ -1,7 +1,6 @@
 // flashattn bench: the lesson's table. Times each backend at each sequence length (seqlen_q =
 // seqlen_k), prints progress on stderr and the table on stdout, and optionally writes a CSV.
 #include <algorithm>
-#include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -57,29 +56,23 @@ std::string command_line(const BenchOptions& o) {
   return os.str();
 }
 
-// "1e8": a FLOP count as the help prints it.
-std::string flops_text(double flops) {
-  std::ostringstream os;
-  os << std::log10(flops);
-  return "1e" + os.str();
-}
-
 }  // namespace
 
 int cmd_bench(const Args& args) {
-  ArgParser parser(
-      "flashattn bench", "[flags]",
+  const std::string description =
       "Time backends over a sweep of sequence lengths (seqlen_q = seqlen_k = each) on fresh\n"
       "random inputs: median time, TFLOP/s, memory, and flash's speedup over naive. A backend\n"
       "that does not fit reports OOM (the naive S matrix needs 4*batch*heads*L^2 bytes).\n"
-      "Each cell's time per run is estimated first (its FLOPs at the rate the backend reached\n"
-      "on its previous cell, or on a probe of about " + flops_text(kProbeFlopsCpu) + " FLOPs on cpu, " +
-          flops_text(kProbeFlopsCuda) + " on cuda; a first\n"
-          "cell no larger than that runs without an estimate), and a cell estimated above\n"
-          "--max-seconds is skipped: the table says so with the estimate.\n"
+      "Each cell's time per run is estimated first: its FLOPs at the rate the backend reached\n"
+      "on its previous cell, or on a probe of about " +
+      format_number(kProbeFlopsCpu) + " FLOPs on cpu, " + format_number(kProbeFlopsCuda) +
+      " on cuda\n"
+      "(a first cell no larger than that runs without an estimate). A cell estimated above\n"
+      "--max-seconds is skipped: the table says so with the estimate.\n"
       "Progress goes to stderr (a line as each cell starts and ends), the table to stdout.\n"
       "Exit status 1 if the benchmark could not run or a cell failed with an error (OOM,\n"
-      "unsupported and skipped cells are results, not errors).");
+      "unsupported and skipped cells are results, not errors).";
+  ArgParser parser("flashattn bench", "[flags]", description);
   CommonFlags flags;
   add_common_flags(parser, &flags, kCudaDefaults, kCpuDefaults, /*with_sizes=*/true,
                    /*with_seqlens=*/false, /*with_backend=*/false);

@@ -1,7 +1,6 @@
 // flashattn verify: one shape through a backend on fresh seeded inputs, judged by the rule of
 // docs/testing.md (flashattn::verify). Exit 0 on pass, 1 on failure or when it could not run.
 #include <iostream>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -38,12 +37,6 @@ InputKind parse_inputs(const std::string& s) {
   return InputKind::kNormal;  // unreachable: add_choice accepted only the names above
 }
 
-std::string number(double x) {
-  std::ostringstream os;
-  os << x;
-  return os.str();
-}
-
 }  // namespace
 
 int cmd_verify(const Args& args) {
@@ -54,10 +47,12 @@ int cmd_verify(const Args& args) {
       "iff max|O - O_ref| <= 2 * max|O_baseline - O_ref| + atol, the mean error is within 1.5x\n"
       "the baseline's, LSE is within 1e-3, every output was written and nothing is non-finite.\n"
       "The float64 CPU reference takes shapes up to --cpu-reference-limit multiply-adds\n"
-      "(batch*heads*seqlen_q*seqlen_k*head_dim, default 6e8: about 1 s on 2 cores); above it\n"
-      "--device cpu refuses before allocating anything, and cuda verifies against the GPU naive\n"
-      "kernel in float32. Prints the report; exit status 0 on pass, 1 on failure or when it\n"
-      "could not run.");
+      "(batch*heads*seqlen_q*seqlen_k*head_dim, default " +
+          format_number(kDefaultCpuReferenceLimit) +
+          ": about 1 s on 2 cores); above it\n"
+          "--device cpu refuses before allocating anything, and cuda verifies against the GPU\n"
+          "naive kernel in float32. Prints the report; exit status 0 on pass, 1 on failure or\n"
+          "when it could not run.");
   CommonFlags flags;
   add_common_flags(parser, &flags, kCudaDefaults, kCpuDefaults, /*with_sizes=*/true,
                    /*with_seqlens=*/true, /*with_backend=*/true);
@@ -76,7 +71,7 @@ int cmd_verify(const Args& args) {
   parser.add_switch("--no-lse", &no_lse, "do not request or check the LSE output");
   parser.add_number("--cpu-reference-limit", &cpu_reference_limit, "N",
                     "largest batch*heads*seqlen_q*seqlen_k*head_dim (multiply-adds) the\n"
-                    "float64 CPU reference takes (default " + number(kDefaultCpuReferenceLimit) +
+                    "float64 CPU reference takes (default " + format_number(kDefaultCpuReferenceLimit) +
                         ", about 1 s on 2 cores);\n"
                         "raise it to verify larger shapes on the CPU",
                     0.0, /*exclusive=*/true);
