@@ -7,12 +7,16 @@
 #include "bench/bench.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
+#include <limits>
+#include <map>
 #include <optional>
 #include <sstream>
 
 #include "api/backend.h"
 #include "bench/timer.h"
+#include "common/checked_math.h"
 #include "verify/inputs.h"
 
 namespace flashattn {
@@ -23,6 +27,7 @@ std::string_view cell_status_name(CellStatus s) {
     case CellStatus::kOk: return "ok";
     case CellStatus::kOutOfMemory: return "OOM";
     case CellStatus::kUnsupported: return "unsupported";
+    case CellStatus::kSkipped: return "skipped";
     case CellStatus::kError: return "error";
   }
   return "?";
@@ -40,13 +45,12 @@ CellStatus cell_status_of(const Status& st) {
   }
 }
 
-// Bytes of q, k, v, out (the test dtype) and LSE (float32), from the shape alone.
+// Bytes of q, k, v, out (the test dtype) and LSE (float32), from the shape alone; run_bench()
+// checked that they fit before anything ran.
 std::size_t io_bytes(const ProblemShape& s) {
-  const std::size_t elem = dtype_size(s.dtype);
-  const auto q = static_cast<std::size_t>(s.batch * s.seqlen_q * s.heads * s.head_dim);
-  const auto kv = static_cast<std::size_t>(s.batch * s.seqlen_k * s.kv_heads * s.head_dim);
-  const auto lse = static_cast<std::size_t>(s.batch * s.heads * s.seqlen_q);
-  return (2 * q + 2 * kv) * elem + lse * sizeof(float);
+  ShapeSizes sizes;
+  if (!shape_sizes(s, &sizes).ok()) return std::numeric_limits<std::size_t>::max();
+  return static_cast<std::size_t>(sizes.io_bytes);
 }
 
 // Params over null tensors of the shape: enough for workspace_bytes(), which reads sizes only.
@@ -124,6 +128,64 @@ std::string fixed(double x, int precision) {
   return buf;
 }
 
+// Three significant digits: "0.0281", "812", "2.1e+04".
+std::string sig3(double x) {
+  char buf[48];
+  std::snprintf(buf, sizeof(buf), "%.3g", x);
+  return buf;
+}
+
+// What a backend has shown it can do: FLOP/s on a cell (or probe) of `at_flops` FLOPs.
+struct Rate {
+  double flops_per_s = 0;
+  double at_flops = 0;
+  std::string where;  // "measured at seqlen 1024", "probed at seqlen 1767"
+};
+
+// The shape cut down to about `target` FLOPs for a rate probe: the sequence length first (not
+// below 16: shorter runs are all call overhead and their rate says nothing), then the batch.
+ProblemShape probe_shape(const ProblemShape& shape, double target) {
+  ProblemShape p = shape;
+  const double per_len2 = attention_flops(p) / (static_cast<double>(p.seqlen_q) *
+                                                static_cast<double>(p.seqlen_k));
+  const auto len = static_cast<std::int64_t>(std::sqrt(target / per_len2));
+  p.seqlen_q = p.seqlen_k = std::min(std::max<std::int64_t>(len, 16), shape.seqlen_q);
+  const double flops = attention_flops(p);
+  if (flops > target) {
+    p.batch = std::max<std::int64_t>(1, static_cast<std::int64_t>(
+                                            static_cast<double>(p.batch) * target / flops));
+  }
+  return p;
+}
+
+// Times one run of `name` on probe_shape(shape, target) after one warm-up run. False when the probe
+// could not run: the cell then runs without an estimate and reports its own error.
+bool probe_rate(const BenchOptions& o, const ProblemShape& shape, const std::string& name,
+                double target, Timers& timers, Rate* rate) {
+  const ProblemShape ps = probe_shape(shape, target);
+  verifier::Inputs in;
+  verifier::Outputs outs;
+  Status st = verifier::make_inputs(ps, InputLayout::kContiguous, InputKind::kNormal, o.device,
+                                    o.seed, &in);
+  if (st.ok()) {
+    st = verifier::make_outputs(ps, InputLayout::kContiguous, ps.dtype, o.device,
+                                /*with_lse=*/true, &outs);
+  }
+  if (!st.ok()) return false;
+  BenchOptions one = o;
+  one.warmup = 1;
+  one.min_iters = one.max_iters = 1;
+  BenchCell cell;
+  cell.backend = name;
+  run_cell(one, ps, verifier::make_params(ps, in, outs), timers, &cell);
+  if (cell.status != CellStatus::kOk || cell.median_ms <= 0) return false;
+  rate->at_flops = attention_flops(ps);
+  rate->flops_per_s = rate->at_flops / (cell.median_ms * 1e-3);
+  rate->where = "probed at seqlen " + std::to_string(ps.seqlen_q) +
+                (ps.batch != shape.batch ? " batch " + std::to_string(ps.batch) : "");
+  return true;
+}
+
 std::string pad_left(const std::string& s, std::size_t width) {
   return s.size() >= width ? s : std::string(width - s.size(), ' ') + s;
 }
@@ -162,6 +224,15 @@ Status run_bench(const BenchOptions& options, BenchResult* result,
                     "bench: seqlen = " + std::to_string(len) + ", expected >= 0");
     }
   }
+  // Every size at the longest length fits 64 bits, so none at a shorter one overflows.
+  if (!options.seqlens.empty()) {
+    ProblemShape longest = options.shape;
+    longest.seqlen_q = longest.seqlen_k =
+        *std::max_element(options.seqlens.begin(), options.seqlens.end());
+    ShapeSizes sizes;
+    const Status st = shape_sizes(longest, &sizes);
+    if (!st.ok()) return Status(st.code(), "bench: " + st.message());
+  }
   result->options = options;
   result->cells.clear();
 
@@ -173,31 +244,91 @@ Status run_bench(const BenchOptions& options, BenchResult* result,
     if (st.ok()) st = timers.events.init();
     if (!st.ok()) return st;
   }
+  const double probe_flops = timers.on_cuda ? kProbeFlopsCuda : kProbeFlopsCpu;
+  std::map<std::string, Rate> rates;  // per backend: its largest measured cell (or probe)
+  auto say = [&](const std::string& line) {
+    if (progress) progress(line);
+  };
 
   for (std::int64_t len : options.seqlens) {
     ProblemShape shape = options.shape;
     shape.seqlen_q = shape.seqlen_k = len;
-    // Inputs once per length, freed (end of this iteration) before the next one.
-    verifier::Inputs in;
-    verifier::Outputs outs;
-    Status alloc = verifier::make_inputs(shape, InputLayout::kContiguous, InputKind::kNormal,
-                                       options.device, options.seed, &in);
-    if (alloc.ok()) {
-      alloc = verifier::make_outputs(shape, InputLayout::kContiguous, shape.dtype, options.device,
-                                   /*with_lse=*/true, &outs);
-    }
-    const ForwardParams params = alloc.ok() ? verifier::make_params(shape, in, outs)
-                                            : shape_params(shape, options.device);
-    for (const std::string& name : options.backends) {
-      BenchCell cell;
-      cell.backend = name;
+    const double flops = attention_flops(shape);
+    const std::string where = "seqlen " + std::to_string(len) + ": ";
+
+    // 1. Which cells run, decided before this length's inputs are allocated.
+    std::vector<BenchCell> cells(options.backends.size());
+    bool any_runs = false;
+    for (std::size_t i = 0; i < cells.size(); ++i) {
+      BenchCell& cell = cells[i];
+      cell.backend = options.backends[i];
       cell.seqlen = len;
       std::size_t workspace = 0;
-      if (workspace_bytes(shape_params(shape, options.device), name, &workspace).ok()) {
-        cell.memory_bytes = io_bytes(shape) + workspace;
-      } else {
-        cell.memory_bytes = io_bytes(shape);
+      if (!workspace_bytes(shape_params(shape, options.device), cell.backend, &workspace).ok()) {
+        workspace = 0;
       }
+      // Saturating: a workspace too large to count (naive's S past 2^64 bytes) shows as 1.8e10 GB.
+      if (!checked_add(io_bytes(shape), workspace, &cell.memory_bytes)) {
+        cell.memory_bytes = std::numeric_limits<std::size_t>::max();
+      }
+      auto rate = rates.find(cell.backend);
+      if (rate == rates.end() && flops > probe_flops) {
+        Rate probed;
+        if (probe_rate(options, shape, cell.backend, probe_flops, timers, &probed)) {
+          rate = rates.emplace(cell.backend, probed).first;
+        }
+      }
+      if (rate != rates.end()) {
+        cell.estimated_s = flops / rate->second.flops_per_s;
+        if (cell.estimated_s > options.max_seconds_per_cell) {
+          cell.status = CellStatus::kSkipped;
+          cell.message = "est. " + sig3(cell.estimated_s) + " s per run > --max-seconds " +
+                         sig3(options.max_seconds_per_cell) + ": " + sig3(flops) + " FLOPs at " +
+                         sig3(rate->second.flops_per_s) + " FLOP/s, " + rate->second.where;
+          // Skipping must not hide an out-of-memory: the lesson's table shows naive OOM at 32k
+          // (its 275 GB S matrix on a 141 GB H200), so a skipped cell's workspace is allocated
+          // once (and freed) to see whether it fits.
+          if (timers.on_cuda && workspace > 0) {
+            cuda::DeviceGuard guard(options.device.index);
+            cuda::DeviceBuffer probe;
+            const std::string what = cell.backend + ": its workspace";
+            const Status st = probe.allocate(workspace, what.c_str());
+            if (st.code() == StatusCode::kOutOfMemory) {
+              cell.status = CellStatus::kOutOfMemory;
+              cell.message = st.to_string();
+            }
+          }
+        }
+      }
+      any_runs = any_runs || cell.status == CellStatus::kOk;
+    }
+
+    // 2. Inputs once per length, when some cell runs; freed (end of this iteration) before the
+    //    next length.
+    verifier::Inputs in;
+    verifier::Outputs outs;
+    Status alloc = Status::Ok();
+    if (any_runs) {
+      alloc = verifier::make_inputs(shape, InputLayout::kContiguous, InputKind::kNormal,
+                                    options.device, options.seed, &in);
+      if (alloc.ok()) {
+        alloc = verifier::make_outputs(shape, InputLayout::kContiguous, shape.dtype,
+                                       options.device, /*with_lse=*/true, &outs);
+      }
+    }
+    const ForwardParams params = any_runs && alloc.ok() ? verifier::make_params(shape, in, outs)
+                                                        : shape_params(shape, options.device);
+
+    // 3. The cells, in backend order.
+    for (BenchCell& cell : cells) {
+      if (cell.status != CellStatus::kOk) {
+        say(where + cell.backend + " " + std::string(cell_status_name(cell.status)) + " (" +
+            cell.message + ")");
+        result->cells.push_back(std::move(cell));
+        continue;
+      }
+      say(where + cell.backend + ": start" +
+          (cell.estimated_s > 0 ? ", est. " + sig3(cell.estimated_s) + " s per run" : ""));
       if (!alloc.ok()) {
         cell.status = cell_status_of(alloc);
         if (alloc.code() == StatusCode::kOutOfMemory) cell.status = CellStatus::kOutOfMemory;
@@ -205,16 +336,21 @@ Status run_bench(const BenchOptions& options, BenchResult* result,
       } else {
         run_cell(options, shape, params, timers, &cell);
       }
-      if (progress) {
-        std::string line = "seqlen " + std::to_string(len) + ": " + name + " ";
-        if (cell.status == CellStatus::kOk) {
-          line += fixed(cell.median_ms, 3) + " ms, " + fixed(cell.tflops, 2) + " TFLOP/s (" +
-                  std::to_string(cell.iters) + " runs)";
-        } else {
-          line += std::string(cell_status_name(cell.status)) + " (" + cell.message + ")";
+      if (cell.status == CellStatus::kOk && cell.median_ms > 0) {
+        Rate& rate = rates[cell.backend];
+        if (flops >= rate.at_flops) {
+          rate = {flops / (cell.median_ms * 1e-3), flops, "measured at seqlen " +
+                                                              std::to_string(len)};
         }
-        progress(line);
       }
+      std::string line = where + cell.backend + " ";
+      if (cell.status == CellStatus::kOk) {
+        line += fixed(cell.median_ms, 3) + " ms, " + fixed(cell.tflops, 2) + " TFLOP/s (" +
+                std::to_string(cell.iters) + " runs)";
+      } else {
+        line += std::string(cell_status_name(cell.status)) + " (" + cell.message + ")";
+      }
+      say(line);
       result->cells.push_back(std::move(cell));
     }
   }
@@ -232,9 +368,12 @@ std::string BenchResult::table() const {
      << " " << dtype_name(sh.dtype) << (sh.causal ? " causal" : "") << ", seqlen_q = seqlen_k = seqlen"
      << " | device "
      << (o.device.type == DeviceType::kCUDA ? "cuda:" + std::to_string(o.device.index) : "cpu")
-     << " | median of " << o.min_iters << "-" << o.max_iters << " runs after " << o.warmup
-     << " warm-up runs" << (o.device.type == DeviceType::kCUDA ? ", L2 flushed before each" : "")
-     << "\n";
+     << " | median of " << o.min_iters
+     << (o.min_iters == o.max_iters ? "" : "-" + std::to_string(o.max_iters))
+     << (o.max_iters == 1 ? " run" : " runs") << " after " << o.warmup
+     << (o.warmup == 1 ? " warm-up run" : " warm-up runs")
+     << (o.device.type == DeviceType::kCUDA ? ", L2 flushed before each" : "")
+     << "; cells estimated above " << sig3(o.max_seconds_per_cell) << " s per run skipped\n";
   // Speedup: the last backend listed (the fastest kernel, by the default order) over naive when
   // naive is listed, else over the first.
   std::size_t den = 0;

@@ -5,6 +5,15 @@
 // every timed run, median of the repetitions; CPU backends use a steady clock.
 // FLOPs: FlashAttention's convention, 4 * batch * heads * seqlen_q * seqlen_k * head_dim, halved
 // for causal (the masked half is not counted).
+//
+// Bounding a cell: before a cell runs, its time per run is estimated as FLOPs / rate, the rate
+// being what the same backend reached on its largest cell so far, or, for its first cell of more
+// than kProbeFlops, what it reaches on a probe (the cell's shape cut down to about kProbeFlops).
+// A cell estimated above max_seconds_per_cell per run is skipped (status "skipped", the message
+// gives the estimate): a CPU cell at seqlen 2e6 (1.3e14 FLOPs at 6 GFLOP/s, 6 hours a run) is no
+// longer run 5 times. A cell that runs makes its warm-up runs and at least min_iters timed runs,
+// then repeats until max_seconds_per_cell is spent, so it takes at most about
+// (warmup + min_iters + 1) * max_seconds_per_cell when the estimate holds.
 #pragma once
 
 #include <cstdint>
@@ -19,6 +28,13 @@ namespace flashattn {
 
 double attention_flops(const ProblemShape& shape);
 
+// A first cell of at most this many FLOPs runs without an estimate (it costs no more than a probe
+// would); a larger one is estimated from a probe of about this size. CPU: 1e8 FLOPs take 40 ms on
+// cpu-reference (2.5 GFLOP/s on 2 cores). CUDA: 1e10 FLOPs take 1 ms on naive (10-15 TFLOP/s on an
+// H200), long enough that the ~10 us launch overhead costs the estimate under 1%.
+constexpr double kProbeFlopsCpu = 1e8;
+constexpr double kProbeFlopsCuda = 1e10;
+
 struct BenchOptions {
   ProblemShape shape;                  // seqlen_q / seqlen_k replaced by each sweep length
   std::vector<std::int64_t> seqlens;   // seqlen_q = seqlen_k = each
@@ -26,11 +42,13 @@ struct BenchOptions {
   Device device = Device::cpu();
   int warmup = 2;
   int min_iters = 3, max_iters = 20;
-  double max_seconds_per_cell = 2.0;   // stop repeating once this much time was spent
+  double max_seconds_per_cell = 2.0;   // stop repeating once this much time was spent; skip a
+                                       // cell estimated above it per run (`flashattn bench
+                                       // --max-seconds`)
   std::uint64_t seed = 0;
 };
 
-enum class CellStatus { kOk, kOutOfMemory, kUnsupported, kError };
+enum class CellStatus { kOk, kOutOfMemory, kUnsupported, kSkipped, kError };
 
 struct BenchCell {
   std::string backend;
@@ -41,6 +59,7 @@ struct BenchCell {
   double median_ms = 0, min_ms = 0, max_ms = 0;
   double tflops = 0;
   std::size_t memory_bytes = 0;  // q, k, v, out, lse + backend workspace
+  double estimated_s = 0;        // estimated seconds per run; 0 when it ran without an estimate
 };
 
 struct BenchResult {
@@ -51,7 +70,11 @@ struct BenchResult {
   std::string csv() const;
 };
 
-// Progress lines ("seqlen 4096: flash 3.21 ms") go to `progress` when set.
+// Progress goes to `progress` when set: one line as each cell starts ("seqlen 4096: flash:
+// start, est. 0.028 s per run") and one as it ends ("seqlen 4096: flash 3.21 ms, ..."); a skipped
+// cell gets one line. kInvalidShape before anything runs when a size of the longest sequence
+// length does not fit 64 bits (verify/verify.h shape_sizes).
+
 Status run_bench(const BenchOptions& options, BenchResult* result,
                  const std::function<void(const std::string&)>& progress = {});
 

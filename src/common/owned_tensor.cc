@@ -12,9 +12,11 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <string>
 #include <utility>
 
+#include "common/checked_math.h"
 #include "common/dtype_convert.h"
 #include "common/random.h"
 #include "cuda/common/fill.h"
@@ -101,23 +103,49 @@ Status OwnedTensor::create(DType dtype, Device device, const std::vector<std::in
   v.dtype = dtype;
   v.device = device;
   v.rank = static_cast<int>(shape.size());
-  std::int64_t running = 1;
-  for (int d = v.rank - 1; d >= 0; --d) {
+  for (std::size_t d = 0; d < shape.size(); ++d) {
     if (shape[d] < 0) {
       return Status(StatusCode::kInvalidShape, "OwnedTensor: shape " + shape_string(shape) +
                                                    " has a negative size");
     }
-    v.shape[d] = shape[d];
-    v.stride[d] = strides.empty() ? running : strides[d];
-    if (v.stride[d] < 0) {
+    if (!strides.empty() && strides[d] < 0) {
       return Status(StatusCode::kInvalidStride,
                     "OwnedTensor: strides " + shape_string(strides) + " have a negative entry");
     }
-    running *= std::max<std::int64_t>(shape[d], 1);
   }
-  t.storage_bytes_ = static_cast<std::size_t>(v.span_bytes());
+  // Sizes are checked products: a shape whose element count or byte span does not fit 64 bits is
+  // an invalid shape, not a wrapped (small or negative) allocation.
+  std::int64_t running = 1;
+  bool fits = true;
+  for (int d = v.rank - 1; d >= 0 && fits; --d) {
+    v.shape[d] = shape[d];
+    v.stride[d] = strides.empty() ? running : strides[d];
+    fits = checked_mul(running, std::max<std::int64_t>(shape[d], 1), &running);
+  }
+  // The span: the offset of the last element + 1, in bytes (TensorView::span_bytes, checked).
+  std::int64_t numel = 1, span = 0;
+  for (int d = 0; d < v.rank && fits; ++d) fits = checked_mul(numel, v.shape[d], &numel);
+  if (fits && numel > 0) {
+    std::int64_t last = 0;
+    for (int d = 0; d < v.rank && fits; ++d) {
+      std::int64_t term = 0;
+      fits = checked_mul(v.shape[d] - 1, v.stride[d], &term) && checked_add(last, term, &last);
+    }
+    fits = fits && checked_add(last, std::int64_t{1}, &span) &&
+           checked_mul(span, static_cast<std::int64_t>(dtype_size(dtype)), &span);
+  }
+  std::size_t total = 0;
+  fits = fits && checked_add(static_cast<std::size_t>(span), guard_bytes, &total) &&
+         total <= std::numeric_limits<std::size_t>::max() - kHostAlignment;
+  if (!fits) {
+    return Status(StatusCode::kInvalidShape,
+                  "OwnedTensor: shape " + shape_string(shape) +
+                      (strides.empty() ? "" : " with strides " + shape_string(strides)) + " of " +
+                      std::string(dtype_name(dtype)) + " needs more than " +
+                      std::to_string(std::numeric_limits<std::int64_t>::max()) + " bytes");
+  }
+  t.storage_bytes_ = static_cast<std::size_t>(span);
   t.guard_bytes_ = guard_bytes;
-  const std::size_t total = t.storage_bytes_ + guard_bytes;
 
   if (total > 0) {
     if (device.type == DeviceType::kCPU) {

@@ -221,7 +221,7 @@ Status flash_forward(const ForwardParams& p) {
 
   // Work item -> (batch, head, m_block); threads pull items from an atomic counter because causal
   // blocks near the bottom cost more than those at the top.
-  cpu::parallel_for(items, [&] {
+  return cpu::parallel_for(items, [&] {
     // Per-thread scratch, reused across the thread's work items.
     return [&p, heads, m_blocks, buf = TileBuffers(p.head_dim())](std::int64_t item) mutable {
       FlashWorker flash(p, buf);
@@ -229,7 +229,6 @@ Status flash_forward(const ForwardParams& p) {
       flash.run_block(bh / heads, bh % heads, item % m_blocks);
     };
   });
-  return Status::Ok();
 }
 
 class CpuFlashBackend final : public Backend {
@@ -239,7 +238,10 @@ class CpuFlashBackend final : public Backend {
     return "tiled online-softmax flash algorithm on the CPU (float32, multi-threaded)";
   }
   DeviceType device_type() const override { return DeviceType::kCPU; }
-  Status usable() const override { return Status::Ok(); }
+  Status usable() const override {
+    std::int64_t threads = 0;
+    return cpu::thread_count(&threads);
+  }
   Status supports(const ForwardParams& /*params*/) const override { return Status::Ok(); }
   Status run(const ForwardParams& params, StreamHandle /*stream*/) const override {
     if (params.q.device.type != DeviceType::kCPU) {

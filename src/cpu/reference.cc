@@ -31,17 +31,17 @@ std::int64_t visible_keys(const ForwardParams& p, std::int64_t row) {
 
 // Computes every output row in Acc precision and hands each to
 // sink(batch, row, head, const Acc* o_row, Acc lse). A row that sees no key gets O = 0 and
-// LSE = -inf.
+// LSE = -inf. Fails only when the thread count is misconfigured (cpu/host_loop.h).
 template <typename Acc, typename Sink>
-void naive_attention(const ForwardParams& p, Sink sink) {
+Status naive_attention(const ForwardParams& p, Sink sink) {
   const std::int64_t batch = p.batch(), heads = p.heads(), kv_heads = p.kv_heads();
   const std::int64_t seqlen_q = p.seqlen_q(), seqlen_k = p.seqlen_k(), head_dim = p.head_dim();
-  if (batch == 0 || heads == 0 || seqlen_q == 0) return;
+  if (batch == 0 || heads == 0 || seqlen_q == 0) return Status::Ok();
   const std::int64_t group = heads / kv_heads;  // query heads per kv head (GQA)
   const Acc scale = static_cast<Acc>(p.scale());
   const Acc neg_inf = -std::numeric_limits<Acc>::infinity();
 
-  parallel_for(batch * heads, [&] { return [&](std::int64_t item) {
+  return parallel_for(batch * heads, [&] { return [&](std::int64_t item) {
     const std::int64_t b = item / heads, h = item % heads, kv_h = h / group;
     // K and V of this (batch, kv head), converted once: seqlen_k x head_dim each.
     std::vector<Acc> k_mat(static_cast<std::size_t>(seqlen_k * head_dim));
@@ -107,8 +107,8 @@ Status naive_forward(const ForwardParams& p) {
   Status st = require_host(p);
   if (!st.ok()) return st;
   const std::int64_t head_dim = p.head_dim();
-  naive_attention<Acc>(p, [&](std::int64_t b, std::int64_t i, std::int64_t h, const Acc* o_row,
-                              Acc lse) {
+  return naive_attention<Acc>(p, [&](std::int64_t b, std::int64_t i, std::int64_t h,
+                                     const Acc* o_row, Acc lse) {
     for (std::int64_t d = 0; d < head_dim; ++d) {
       store_from_float(p.out.data, p.out.dtype, offset4(p.out, b, i, h, d),
                        static_cast<float>(o_row[d]));
@@ -118,7 +118,6 @@ Status naive_forward(const ForwardParams& p) {
       static_cast<float*>(p.lse.data)[at] = static_cast<float>(lse);
     }
   });
-  return Status::Ok();
 }
 
 template Status naive_forward<double>(const ForwardParams& params);
@@ -128,15 +127,14 @@ Status reference_forward_f64(const ForwardParams& p, double* out, double* lse) {
   Status st = require_host(p);
   if (!st.ok()) return st;
   const std::int64_t seqlen_q = p.seqlen_q(), heads = p.heads(), head_dim = p.head_dim();
-  naive_attention<double>(p, [&](std::int64_t b, std::int64_t i, std::int64_t h,
-                                 const double* o_row, double row_lse) {
+  return naive_attention<double>(p, [&](std::int64_t b, std::int64_t i, std::int64_t h,
+                                        const double* o_row, double row_lse) {
     if (out != nullptr) {
       double* dst = out + ((b * seqlen_q + i) * heads + h) * head_dim;
       std::copy(o_row, o_row + head_dim, dst);
     }
     if (lse != nullptr) lse[(b * heads + h) * seqlen_q + i] = row_lse;
   });
-  return Status::Ok();
 }
 
 }  // namespace flashattn::cpu
@@ -151,7 +149,10 @@ class CpuReferenceBackend final : public Backend {
     return "float64 naive reference (S materialized, softmax, PV)";
   }
   DeviceType device_type() const override { return DeviceType::kCPU; }
-  Status usable() const override { return Status::Ok(); }
+  Status usable() const override {
+    std::int64_t threads = 0;
+    return cpu::thread_count(&threads);
+  }
   Status supports(const ForwardParams& /*params*/) const override { return Status::Ok(); }
   Status run(const ForwardParams& params, StreamHandle /*stream*/) const override {
     return cpu::naive_forward<double>(params);

@@ -56,6 +56,15 @@ std::string_view kind_name(InputKind kind) {
   return "?";
 }
 
+std::vector<InputKind> all_input_kinds() {
+  std::vector<InputKind> kinds;
+  for (int i = 0;; ++i) {
+    const auto kind = static_cast<InputKind>(i);
+    if (kind_name(kind) == "?") return kinds;
+    kinds.push_back(kind);
+  }
+}
+
 Status create_bshd(DType dtype, Device device, std::int64_t batch, std::int64_t seqlen,
                    std::int64_t heads, std::int64_t head_dim, InputLayout layout,
                    std::size_t guard_bytes, OwnedTensor* out) {

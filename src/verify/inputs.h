@@ -4,6 +4,8 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string_view>
+#include <vector>
 
 #include "common/owned_tensor.h"
 #include "verify/verify.h"
@@ -60,5 +62,10 @@ ForwardParams make_params(const ProblemShape& shape, const Inputs& inputs, Outpu
 
 std::string_view layout_name(InputLayout layout);  // "contiguous", "bhsd", "padded-heads"
 std::string_view kind_name(InputKind kind);        // "normal", "large-scores", ...
+
+// Every InputKind, in declaration order: the values 0, 1, ... up to the first one kind_name() does
+// not know. So a kind added to the enum and to kind_name() reaches `flashattn verify --inputs`
+// with no other edit (kind_name's switch must cover it: -Wall's -Wswitch says so).
+std::vector<InputKind> all_input_kinds();
 
 }  // namespace flashattn::verifier

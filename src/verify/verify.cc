@@ -6,8 +6,10 @@
 #include <limits>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include "api/backend.h"
+#include "common/checked_math.h"
 #include "common/owned_tensor.h"
 #include "cpu/reference.h"
 #include "verify/compare.h"
@@ -78,7 +80,96 @@ Status gpu_reference(const ProblemShape& shape, const Inputs& in, ReferenceOutpu
   return Status::Ok();
 }
 
+struct Factor {
+  const std::string& name;
+  std::int64_t value;
+};
+
+// *out = the product of the factors' values (times `elem_bytes` when > 0), or kInvalidShape
+//   "batch * seqlen_q * heads * head_dim * 4 bytes (q in fp32) = 9223372036854775807 * 512 * 8 *
+//   128 * 4 does not fit in 64 bits (at most 9223372036854775807)".
+Status checked_size(const std::string& what, std::initializer_list<Factor> factors,
+                    std::int64_t elem_bytes, std::int64_t* out) {
+  std::vector<std::int64_t> values_of;
+  if (elem_bytes > 0) values_of.push_back(elem_bytes);
+  for (const Factor& f : factors) values_of.push_back(f.value);
+  if (checked_product(values_of, out)) return Status::Ok();
+  std::string names, values;
+  for (const Factor& f : factors) {
+    names += (names.empty() ? "" : " * ") + f.name;
+    values += (values.empty() ? "" : " * ") + std::to_string(f.value);
+  }
+  if (elem_bytes > 0) {
+    names += " * " + std::to_string(elem_bytes) + " bytes";
+    values += " * " + std::to_string(elem_bytes);
+  }
+  return Status(StatusCode::kInvalidShape,
+                names + " (" + what + ") = " + values + " does not fit in 64 bits (at most " +
+                    std::to_string(std::numeric_limits<std::int64_t>::max()) + ")");
+}
+
 }  // namespace
+
+std::string cpu_reference_refusal(const ProblemShape& s, std::int64_t macs, double limit,
+                                  const std::string& limit_name) {
+  std::ostringstream os;
+  os << "batch * heads * seqlen_q * seqlen_k * head_dim = " << s.batch << " * " << s.heads
+     << " * " << s.seqlen_q << " * " << s.seqlen_k << " * " << s.head_dim << " = " << macs
+     << " multiply-adds exceeds " << limit_name << " = " << limit
+     << " of the float64 CPU reference (about 1 s per 6e8 on 2 cores), and the float32 GPU "
+        "naive reference needs a CUDA device";
+  return os.str();
+}
+
+Status shape_sizes(const ProblemShape& s, ShapeSizes* sizes, const ShapeFieldNames& n) {
+  for (const Factor& f : {Factor{n.batch, s.batch}, Factor{n.heads, s.heads},
+                          Factor{n.kv_heads, s.kv_heads}, Factor{n.seqlen_q, s.seqlen_q},
+                          Factor{n.seqlen_k, s.seqlen_k}, Factor{n.head_dim, s.head_dim}}) {
+    if (f.value < 0) {
+      return Status(StatusCode::kInvalidShape,
+                    f.name + " = " + std::to_string(f.value) + ", expected >= 0");
+    }
+  }
+  const auto elem = static_cast<std::int64_t>(dtype_size(s.dtype));
+  const std::string dt(dtype_name(s.dtype));
+  ShapeSizes z;
+  Status st = checked_size("q in " + dt, {{n.batch, s.batch}, {n.seqlen_q, s.seqlen_q},
+                                          {n.heads, s.heads}, {n.head_dim, s.head_dim}},
+                           elem, &z.q_bytes);
+  if (st.ok()) {
+    st = checked_size("k in " + dt, {{n.batch, s.batch}, {n.seqlen_k, s.seqlen_k},
+                                     {n.kv_heads, s.kv_heads}, {n.head_dim, s.head_dim}},
+                      elem, &z.kv_bytes);
+  }
+  if (st.ok()) {
+    st = checked_size("lse in float32",
+                      {{n.batch, s.batch}, {n.heads, s.heads}, {n.seqlen_q, s.seqlen_q}},
+                      static_cast<std::int64_t>(sizeof(float)), &z.lse_bytes);
+  }
+  if (st.ok()) {
+    st = checked_size("multiply-adds",
+                      {{n.batch, s.batch}, {n.heads, s.heads}, {n.seqlen_q, s.seqlen_q},
+                       {n.seqlen_k, s.seqlen_k}, {n.head_dim, s.head_dim}},
+                      0, &z.macs);
+  }
+  if (!st.ok()) return st;
+  // q + out + k + v + lse: each term fits, the sum may not.
+  std::int64_t io = 0;
+  bool fits = checked_mul(z.q_bytes, std::int64_t{2}, &io);
+  std::int64_t kv2 = 0;
+  fits = fits && checked_mul(z.kv_bytes, std::int64_t{2}, &kv2) && checked_add(io, kv2, &io) &&
+         checked_add(io, z.lse_bytes, &io);
+  if (!fits) {
+    return Status(StatusCode::kInvalidShape,
+                  "q, k, v, out and lse together (" + std::to_string(z.q_bytes) + " * 2 + " +
+                      std::to_string(z.kv_bytes) + " * 2 + " + std::to_string(z.lse_bytes) +
+                      " bytes) do not fit in 64 bits (at most " +
+                      std::to_string(std::numeric_limits<std::int64_t>::max()) + ")");
+  }
+  z.io_bytes = io;
+  *sizes = z;
+  return Status::Ok();
+}
 
 std::string ProblemShape::to_string() const {
   std::ostringstream os;
@@ -97,9 +188,20 @@ Status verify(const ProblemShape& shape, const VerifyOptions& options, VerifyRep
   r.kind = options.kind;
   const Device device = options.device;
 
-  // 1. Inputs and poisoned, guarded outputs on the test device.
+  // 1. Which reference, decided from the shape alone before anything is allocated (inputs of
+  //    seqlen_q = 1e8 took 75 s to draw before a late check refused them).
+  ShapeSizes sizes;
+  Status st = shape_sizes(shape, &sizes);
+  if (!st.ok()) return with_context(st, "verify");
+  const bool cpu_ref = static_cast<double>(sizes.macs) <= options.cpu_reference_limit;
+  if (!cpu_ref && device.type != DeviceType::kCUDA) {
+    return Status(StatusCode::kUnsupported,
+                  "verify: " + cpu_reference_refusal(shape, sizes.macs, options.cpu_reference_limit));
+  }
+
+  // 2. Inputs and poisoned, guarded outputs on the test device.
   Inputs in;
-  Status st = verifier::make_inputs(shape, options.layout, options.kind, device, options.seed, &in);
+  st = verifier::make_inputs(shape, options.layout, options.kind, device, options.seed, &in);
   if (!st.ok()) return with_context(st, "verify: inputs");
   Outputs outs;
   st = verifier::make_outputs(shape, options.layout, shape.dtype, device, options.check_lse, &outs);
@@ -112,19 +214,6 @@ Status verify(const ProblemShape& shape, const VerifyOptions& options, VerifyRep
   const Backend* backend = find_backend(r.backend);
   const bool on_cuda = backend->device_type() == DeviceType::kCUDA;
 
-  // 2. Which reference, decided before anything runs.
-  const double work = static_cast<double>(shape.batch) * static_cast<double>(shape.heads) *
-                      static_cast<double>(shape.seqlen_q) * static_cast<double>(shape.seqlen_k) *
-                      static_cast<double>(shape.head_dim);
-  const bool cpu_ref = work <= options.cpu_reference_limit;
-  if (!cpu_ref && device.type != DeviceType::kCUDA) {
-    std::ostringstream os;
-    os << "verify: batch*heads*seqlen_q*seqlen_k*head_dim = " << work
-       << " exceeds cpu_reference_limit = " << options.cpu_reference_limit
-       << " for the float64 CPU reference, and the float32 GPU naive reference needs CUDA "
-          "tensors (device = cpu)";
-    return Status(StatusCode::kUnsupported, os.str());
-  }
   r.reference = cpu_ref ? "cpu-reference (float64)" : "naive (float32)";
   const std::string dt(dtype_name(shape.dtype));
   r.baseline = on_cuda ? "naive (" + dt + ")" : "cpu naive (float32 accumulate, " + dt + " out)";

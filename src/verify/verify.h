@@ -34,6 +34,27 @@ struct ProblemShape {
   std::string to_string() const;  // "b=2 h=8/2 sq=113 sk=203 d=64 bf16 causal"
 };
 
+// How messages call the fields of a ProblemShape: the library's names by default; the CLI passes
+// its flags ("--batch", ...), bench "--seqlens" for both sequence lengths.
+struct ShapeFieldNames {
+  std::string batch = "batch", heads = "heads", kv_heads = "kv_heads", seqlen_q = "seqlen_q",
+              seqlen_k = "seqlen_k", head_dim = "head_dim";
+};
+
+// The sizes a shape implies, each an overflow-checked product (common/checked_math.h).
+struct ShapeSizes {
+  std::int64_t q_bytes = 0;    // batch * seqlen_q * heads * head_dim * dtype size (q, and out)
+  std::int64_t kv_bytes = 0;   // batch * seqlen_k * kv_heads * head_dim * dtype size (k, and v)
+  std::int64_t lse_bytes = 0;  // batch * heads * seqlen_q * 4 (float32)
+  std::int64_t io_bytes = 0;   // q, k, v, out and LSE together
+  std::int64_t macs = 0;       // batch * heads * seqlen_q * seqlen_k * head_dim: the multiply-adds
+                               // of S = Q K^T (and again of O = P V)
+};
+
+// Fills *sizes; kInvalidShape naming the fields (as `names` spells them), their values and the
+// limit when a size does not fit int64 or a field is negative.
+Status shape_sizes(const ProblemShape& shape, ShapeSizes* sizes, const ShapeFieldNames& names = {});
+
 enum class InputLayout {
   kContiguous,   // plain BSHD
   kStridedBHSD,  // BHSD storage seen through BSHD strides
@@ -49,6 +70,8 @@ enum class InputKind {
   kHugeScores,     // q and k scaled so scaled scores reach ~1e10 (finite in float32)
 };
 
+constexpr double kDefaultCpuReferenceLimit = 6e8;
+
 struct VerifyOptions {
   std::string backend = "auto";
   Device device = Device::cpu();
@@ -56,8 +79,11 @@ struct VerifyOptions {
   InputLayout layout = InputLayout::kContiguous;  // of q, k, v and out (LSE is contiguous)
   InputKind kind = InputKind::kNormal;
   bool check_lse = true;
-  // float64 CPU reference when batch*heads*seqlen_q*seqlen_k*head_dim is at most this.
-  double cpu_reference_limit = 6e8;
+  // float64 CPU reference when batch*heads*seqlen_q*seqlen_k*head_dim (ShapeSizes::macs) is at
+  // most this; above it CUDA backends are judged against the float32 GPU naive kernel and CPU
+  // backends cannot be verified. verify() decides before allocating anything. 6e8 takes about
+  // 1 s on 2 cores (the CLI's default shape, 2*8*512*512*128 = 5.4e8, verifies in 2.2 s).
+  double cpu_reference_limit = kDefaultCpuReferenceLimit;
 };
 
 struct ErrorStats {
@@ -91,6 +117,13 @@ struct VerifyReport {
   std::vector<std::string> failures;  // one line per failed clause
   std::string to_string() const;      // the multi-line report the CLI prints
 };
+
+// Why a CPU verification of `shape` (with `macs` = ShapeSizes::macs) is refused under `limit`:
+// "batch * heads * seqlen_q * seqlen_k * head_dim = 1 * 8 * ... multiply-adds exceeds
+// cpu_reference_limit = 6e+08 ...". verify() returns it; the CLI checks first, naming its flag as
+// `limit_name`.
+std::string cpu_reference_refusal(const ProblemShape& shape, std::int64_t macs, double limit,
+                                  const std::string& limit_name = "cpu_reference_limit");
 
 // Runs the whole procedure. A non-ok Status means the verification could not run (bad shape,
 // backend unusable, out of memory); a completed verification that failed returns ok with

@@ -81,7 +81,7 @@ TEST(BenchTest, CpuBackendsProduceCells) {
   std::vector<std::string> progress;
   ASSERT_TRUE(run_bench(o, &r, [&](const std::string& l) { progress.push_back(l); }).ok());
   ASSERT_EQ(r.cells.size(), 4u);
-  EXPECT_EQ(progress.size(), 4u);
+  EXPECT_EQ(progress.size(), 8u);  // a start and an end line per cell
   const std::vector<std::string> order = {"cpu-reference", "cpu-flash"};
   for (std::size_t i = 0; i < r.cells.size(); ++i) {
     const BenchCell& c = r.cells[i];
@@ -100,8 +100,18 @@ TEST(BenchTest, CpuBackendsProduceCells) {
     // q, k, v, out in bf16 and LSE in fp32; the CPU backends need no workspace.
     const std::size_t q = 1 * c.seqlen * 2 * 32, kv = 1 * c.seqlen * 1 * 32;
     EXPECT_EQ(c.memory_bytes, (2 * q + 2 * kv) * 2 + 1 * 2 * c.seqlen * 4);
-    EXPECT_NE(progress[i].find("seqlen " + std::to_string(c.seqlen)), std::string::npos);
-    EXPECT_NE(progress[i].find(c.backend), std::string::npos);
+    ASSERT_EQ(progress.size(), 8u);
+    EXPECT_EQ(progress[2 * i].rfind("seqlen " + std::to_string(c.seqlen) + ": " + c.backend +
+                                        ": start",
+                                    0),
+              0u)
+        << progress[2 * i];
+    EXPECT_EQ(progress[2 * i + 1].rfind("seqlen " + std::to_string(c.seqlen) + ": " + c.backend +
+                                            " ",
+                                        0),
+              0u)
+        << progress[2 * i + 1];
+    EXPECT_NE(progress[2 * i + 1].find(" ms, "), std::string::npos) << progress[2 * i + 1];
   }
 }
 
@@ -197,6 +207,102 @@ TEST(BenchTest, TimeBudgetStopsRepetitions) {
   ASSERT_TRUE(run_bench(o, &r).ok());
   ASSERT_EQ(r.cells.size(), 1u);
   EXPECT_EQ(r.cells[0].iters, 2);
+}
+
+// One line as each cell starts (with its estimate once the backend has a measured rate) and one as
+// it ends, so a long cell shows what it is doing.
+TEST(BenchTest, ProgressAsEachCellStartsAndEnds) {
+  BenchOptions o = cpu_options();
+  o.backends = {"cpu-flash"};
+  o.seqlens = {64, 128};
+  std::vector<std::string> progress;
+  BenchResult r;
+  ASSERT_TRUE(run_bench(o, &r, [&](const std::string& l) { progress.push_back(l); }).ok());
+  ASSERT_EQ(progress.size(), 4u);
+  EXPECT_EQ(progress[0], "seqlen 64: cpu-flash: start");
+  EXPECT_EQ(progress[1].rfind("seqlen 64: cpu-flash ", 0), 0u) << progress[1];
+  EXPECT_EQ(progress[2].rfind("seqlen 128: cpu-flash: start, est. ", 0), 0u) << progress[2];
+  EXPECT_NE(progress[2].find(" s per run"), std::string::npos) << progress[2];
+  EXPECT_EQ(progress[3].rfind("seqlen 128: cpu-flash ", 0), 0u) << progress[3];
+}
+
+// A cell whose estimate (FLOPs / the rate of the backend's previous cell) is over the budget is
+// skipped, said so in the table, and costs no run.
+TEST(BenchTest, CellEstimatedOverBudgetIsSkipped) {
+  BenchOptions o = cpu_options();
+  o.backends = {"cpu-reference"};
+  o.seqlens = {64, 2048};          // 2048: 1.1e9 FLOPs, about 0.4 s a run at 2.5 GFLOP/s
+  o.max_seconds_per_cell = 0.001;  // 1 ms: below the estimate on any host we run on
+  std::vector<std::string> progress;
+  BenchResult r;
+  ASSERT_TRUE(run_bench(o, &r, [&](const std::string& l) { progress.push_back(l); }).ok());
+  ASSERT_EQ(r.cells.size(), 2u);
+  EXPECT_EQ(r.cells[0].status, CellStatus::kOk) << r.cells[0].message;
+  const BenchCell& big = r.cells[1];
+  EXPECT_EQ(big.status, CellStatus::kSkipped);
+  EXPECT_EQ(big.iters, 0);
+  EXPECT_GT(big.estimated_s, 0.001);
+  // The estimate scales the measured rate: FLOPs grow 1024x from 64 to 2048.
+  EXPECT_NEAR(big.estimated_s, r.cells[0].median_ms * 1e-3 * 1024, 1e-9 + 1e-6 * big.estimated_s);
+  EXPECT_EQ(big.message.rfind("est. ", 0), 0u) << big.message;
+  EXPECT_NE(big.message.find(" s per run > --max-seconds 0.001: "), std::string::npos)
+      << big.message;
+  EXPECT_NE(big.message.find(" FLOP/s, measured at seqlen 64"), std::string::npos) << big.message;
+  ASSERT_EQ(progress.size(), 3u);  // start and end of the first cell, one line for the skipped
+  EXPECT_EQ(progress[2], "seqlen 2048: cpu-reference skipped (" + big.message + ")");
+  const std::string table = r.table();
+  EXPECT_NE(table.find("skipped"), std::string::npos) << table;
+  EXPECT_NE(table.find("# seqlen 2048 cpu-reference: est. "), std::string::npos) << table;
+  EXPECT_NE(r.csv().find("2048,cpu-reference,skipped,0,"), std::string::npos) << r.csv();
+}
+
+// A first cell above kProbeFlopsCpu is estimated from a probe of about that size, never run whole:
+// at seqlen 2^20, b=1 h=2 d=32 is 2.8e14 FLOPs (a day at 2.5 GFLOP/s).
+TEST(BenchTest, FirstLargeCellIsEstimatedFromAProbe) {
+  BenchOptions o = cpu_options();
+  o.backends = {"cpu-reference", "cpu-flash"};
+  o.seqlens = {std::int64_t{1} << 20};
+  BenchResult r;
+  ASSERT_TRUE(run_bench(o, &r).ok());
+  ASSERT_EQ(r.cells.size(), 2u);
+  for (const BenchCell& c : r.cells) {
+    EXPECT_EQ(c.status, CellStatus::kSkipped) << c.backend << ": " << c.message;
+    EXPECT_GT(c.estimated_s, 1e3) << c.backend;
+    EXPECT_NE(c.message.find("probed at seqlen "), std::string::npos) << c.message;
+  }
+}
+
+TEST(BenchTest, TableSaysHowManyRuns) {
+  BenchOptions o = cpu_options();
+  o.seqlens = {16};
+  o.backends = {"cpu-flash"};
+  BenchResult r;
+  ASSERT_TRUE(run_bench(o, &r).ok());
+  EXPECT_NE(r.table().find("median of 2-4 runs after 1 warm-up run;"), std::string::npos)
+      << r.table();
+  o.min_iters = o.max_iters = 3;
+  o.warmup = 2;
+  ASSERT_TRUE(run_bench(o, &r).ok());
+  EXPECT_NE(r.table().find("median of 3 runs after 2 warm-up runs;"), std::string::npos)
+      << r.table();
+}
+
+// Sizes that overflow 64 bits are refused before anything runs (the memory column showed
+// -576460752.303 GB for b = 2^45 at 512).
+TEST(BenchTest, SizesThatOverflowAreRejected) {
+  BenchOptions o = cpu_options();
+  o.shape.batch = std::int64_t{1} << 45;
+  o.shape.heads = o.shape.kv_heads = 4;
+  o.shape.head_dim = 64;
+  o.shape.dtype = DType::kFP32;
+  o.seqlens = {8, 512};
+  BenchResult r;
+  const Status st = run_bench(o, &r);
+  EXPECT_EQ(st.code(), StatusCode::kInvalidShape) << st.to_string();
+  EXPECT_NE(st.message().find("bench: batch * seqlen_q * heads * head_dim * 4 bytes (q in fp32)"),
+            std::string::npos)
+      << st.message();
+  EXPECT_TRUE(r.cells.empty());
 }
 
 TEST(BenchTest, BadOptionsAreRejected) {

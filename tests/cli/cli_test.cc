@@ -2,6 +2,7 @@
 // std::system, its stdout, stderr and exit status captured and checked.
 // The tool's npy.cc (used here to write inputs and read outputs) is compiled into this test.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -137,6 +138,7 @@ TEST_F(CliTest, TopLevelHelpListsEveryCommand) {
       EXPECT_NE(r.out.find(std::string("\n  ") + cmd + " "), std::string::npos) << cmd;
     }
     EXPECT_NE(r.out.find("Exit status"), std::string::npos);
+    EXPECT_NE(r.out.find("Environment: FLASHATTN_NUM_THREADS=N"), std::string::npos) << r.out;
   }
   const CliResult v = cli("--version");
   EXPECT_EQ(v.exit_code, 0);
@@ -148,15 +150,15 @@ TEST_F(CliTest, EverySubcommandDocumentsItsFlags) {
       {"info", {}},
       {"verify",
        {"--batch", "--heads", "--kv-heads", "--seqlen-q", "--seqlen-k", "--head-dim", "--dtype",
-        "--causal", "--scale", "--seed", "--backend", "--device", "--layout", "--inputs",
-        "--no-lse"}},
+        "--causal", "--scale", "--seed", "--backend", "--device", "--threads", "--layout",
+        "--inputs", "--no-lse", "--cpu-reference-limit"}},
       {"bench",
        {"--batch", "--heads", "--kv-heads", "--head-dim", "--dtype", "--causal", "--scale",
-        "--seed", "--device", "--seqlens", "--backends", "--warmup", "--iters", "--max-seconds",
-        "--csv"}},
+        "--seed", "--device", "--threads", "--seqlens", "--backends", "--warmup", "--iters",
+        "--max-seconds", "--csv"}},
       {"run",
        {"--q", "--k", "--v", "--out", "--lse", "--dtype", "--causal", "--scale", "--backend",
-        "--device"}},
+        "--device", "--threads"}},
   };
   for (const auto& [cmd, flags] : expected) {
     for (const std::string& how : {cmd + " --help", "help " + cmd}) {
@@ -215,6 +217,22 @@ TEST_F(CliTest, UsageErrorsGiveOneLineAndExitTwo) {
       {"run --k k.npy --v v.npy --out o.npy", "flashattn run: --q FILE is required\n"},
       {"run --q q.npy --k k.npy --v v.npy", "--out FILE is required"},
       {"run --q q.npy --k k.npy --v v.npy --out o.npy --lse o.npy", "name the same file"},
+      // Products of sizes that overflow 64 bits, named by the flags that make them.
+      {"verify --device cpu --batch 9223372036854775807",
+       "flashattn verify: --batch * --seqlen-q * --heads * --head-dim * 4 bytes (q in fp32) = "
+       "9223372036854775807 * 512 * 8 * 128 * 4 does not fit in 64 bits (at most "
+       "9223372036854775807)\n"},
+      {"verify --device cpu --batch 2 --seqlen-q 100000000",
+       "--batch * --heads * --seqlen-q * --seqlen-k * --head-dim (multiply-adds) = 2 * 8 * "
+       "100000000 * 100000000 * 128 does not fit in 64 bits"},
+      {"bench --device cpu --batch 35184372088832 --seqlens 512",
+       "flashattn bench: --batch * --seqlens * --heads * --head-dim * 4 bytes (q in fp32) = "
+       "35184372088832 * 512 * 4 * 64 * 4 does not fit in 64 bits (at most "
+       "9223372036854775807)\n"},
+      {"verify --threads 0", "flashattn verify: --threads expects an integer from 1 to 1024, got \"0\"\n"},
+      {"bench --threads 1025", "--threads expects an integer from 1 to 1024, got \"1025\""},
+      {"run --threads x --q q.npy --k k.npy --v v.npy --out o.npy", "--threads expects an integer"},
+      {"verify --cpu-reference-limit 0", "--cpu-reference-limit expects a number > 0, got \"0\""},
       {"run --q q.npy --k k.npy --v v.npy --out o.npy --batch 2", "unknown flag --batch"},
       {"info --verbose", "flashattn info: unknown flag --verbose"},
       {"frobnicate",
@@ -348,6 +366,61 @@ TEST_F(CliTest, VerifyThatCannotRunExitsOneWithOneLine) {
   EXPECT_NE(r.err.find("head_dim"), std::string::npos) << r.err;
 }
 
+// The CPU reference's limit is checked before anything is allocated (seqlen_q 1e7 drew inputs for
+// over a minute before a late refusal), says so by the flag's name, and the flag moves it:
+// 1 * 2 * 17 * 17 * 32 = 18496 multiply-adds pass at a limit of 18496, not at 18495.
+TEST_F(CliTest, VerifyCpuReferenceLimitIsEarlyAndAdjustable) {
+  const CliResult big = cli("verify --device cpu --seqlen-q 10000000");
+  EXPECT_EQ(big.exit_code, 1) << big.err;
+  EXPECT_EQ(count_lines(big.err), 1u) << big.err;
+  EXPECT_EQ(big.err.rfind("flashattn verify: --device cpu: batch * heads * seqlen_q * seqlen_k * "
+                          "head_dim = 2 * 8 * 10000000 * 10000000 * 128 = 204800000000000000 "
+                          "multiply-adds exceeds --cpu-reference-limit = 6e+08",
+                          0),
+            0u)
+      << big.err;
+  EXPECT_EQ(big.out, "");
+  const std::string shape = "verify --device cpu --batch 1 --heads 2 --seqlen-q 17 --head-dim 32";
+  const CliResult below = cli(shape + " --cpu-reference-limit 18495");
+  EXPECT_EQ(below.exit_code, 1) << below.err;
+  EXPECT_NE(below.err.find("= 18496 multiply-adds exceeds --cpu-reference-limit = 18495"),
+            std::string::npos)
+      << below.err;
+  const CliResult at = cli(shape + " --cpu-reference-limit 18496");
+  EXPECT_EQ(at.exit_code, 0) << at.out << at.err;
+  EXPECT_NE(at.out.find("reference cpu-reference (float64)"), std::string::npos) << at.out;
+  // --help says the limit exists and what it is.
+  const CliResult help = cli("verify --help");
+  EXPECT_NE(help.out.find("--cpu-reference-limit N"), std::string::npos) << help.out;
+  EXPECT_NE(help.out.find("(default 6e+08, about 1 s on 2 cores)"), std::string::npos) << help.out;
+}
+
+// --threads sets the CPU backends' thread count for the process; FLASHATTN_NUM_THREADS with a bad
+// value is an error naming it (exit 1, one line) before anything runs, in every subcommand.
+TEST_F(CliTest, ThreadsFlagAndBadThreadsEnvironment) {
+  const std::string shape = "--device cpu --batch 1 --heads 2 --seqlen-q 33 --head-dim 32";
+  const CliResult one = cli("verify --threads 1 " + shape);
+  EXPECT_EQ(one.exit_code, 0) << one.out << one.err;
+  // The flag overrides a bad variable: it sets it.
+  const CliResult over = cli("verify --threads 2 " + shape, "FLASHATTN_NUM_THREADS=lots");
+  EXPECT_EQ(over.exit_code, 0) << over.out << over.err;
+  for (const std::string& args :
+       {"verify " + shape, std::string("bench --device cpu --seqlens 16 --iters 1 --warmup 0"),
+        std::string("run --device cpu --q q.npy --k k.npy --v v.npy --out o.npy")}) {
+    const CliResult r = cli(args, "FLASHATTN_NUM_THREADS=lots");
+    EXPECT_EQ(r.exit_code, 1) << args << "\n" << r.err;
+    EXPECT_EQ(count_lines(r.err), 1u) << args << "\n" << r.err;
+    EXPECT_NE(r.err.find(": FLASHATTN_NUM_THREADS = \"lots\": expected an integer from 1 to 1024"),
+              std::string::npos)
+        << args << "\n" << r.err;
+    EXPECT_EQ(r.out, "") << args;
+  }
+  // info lists the CPU backends as unusable, and why.
+  const CliResult info = cli("info", "FLASHATTN_NUM_THREADS=0");
+  EXPECT_EQ(info.exit_code, 0) << info.err;
+  EXPECT_NE(info.out.find("why not: FLASHATTN_NUM_THREADS = \"0\""), std::string::npos) << info.out;
+}
+
 TEST_F(CliTest, VerifyOnCudaPasses) {
   SKIP_WITHOUT_CUDA_BACKENDS();
   for (const std::string& extra : {std::string(""), std::string("--causal --dtype fp16")}) {
@@ -386,6 +459,42 @@ TEST_F(CliTest, BenchOnCpuPrintsTableAndWritesCsv) {
   EXPECT_GE(count_lines(text), 5u) << "a header and 2 seqlens x 2 backends:\n" << text;
   // Only the CSV is left behind (no temporary file).
   EXPECT_EQ(listing(), std::vector<std::string>{"bench.csv"});
+}
+
+// A cell estimated above --max-seconds is skipped and the table says so: cpu-flash at 4096 with
+// b1 h4 d64 is 1.72e10 FLOPs, about 3 s at 6 GFLOP/s, estimated from a probe of 1e8 FLOPs.
+TEST_F(CliTest, BenchSkipsCellsEstimatedOverMaxSeconds) {
+  const CliResult r = cli(
+      "bench --device cpu --backends cpu-flash --batch 1 --heads 4 --head-dim 64 --seqlens 4096 "
+      "--warmup 0 --iters 1 --max-seconds 0.5");
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("    4096 |            -         -"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find(" skipped"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("# seqlen 4096 cpu-flash: est. "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find(" s per run > --max-seconds 0.5: 1.72e+10 FLOPs at "), std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("probed at seqlen "), std::string::npos) << r.out;
+  EXPECT_NE(r.err.find("seqlen 4096: cpu-flash skipped (est. "), std::string::npos) << r.err;
+}
+
+// stderr: the command line once (not "flashattn bench: flashattn bench ..."), then a line as each
+// cell starts and as it ends; the table says "median of 2 runs" when min and max agree.
+TEST_F(CliTest, BenchProgressAndRunCounts) {
+  const CliResult r = cli(
+      "bench --device cpu --backends cpu-flash --batch 1 --heads 2 --head-dim 32 --seqlens 16,32 "
+      "--warmup 1 --iters 2");
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_EQ(r.err.find("flashattn bench: flashattn bench"), std::string::npos) << r.err;
+  std::istringstream lines(r.err);
+  std::vector<std::string> err;
+  for (std::string line; std::getline(lines, line);) err.push_back(line);
+  ASSERT_EQ(err.size(), 5u) << r.err;
+  EXPECT_EQ(err[0].rfind("flashattn bench --device cpu --batch 1 --heads 2", 0), 0u) << err[0];
+  EXPECT_EQ(err[1], "seqlen 16: cpu-flash: start");
+  EXPECT_EQ(err[2].rfind("seqlen 16: cpu-flash ", 0), 0u) << err[2];
+  EXPECT_EQ(err[3].rfind("seqlen 32: cpu-flash: start, est. ", 0), 0u) << err[3];
+  EXPECT_EQ(err[4].rfind("seqlen 32: cpu-flash ", 0), 0u) << err[4];
+  EXPECT_NE(r.out.find("median of 2 runs after 1 warm-up run;"), std::string::npos) << r.out;
 }
 
 TEST_F(CliTest, BenchOnCpuDefaultsWithoutGpu) {
@@ -683,6 +792,157 @@ TEST_F(CliRunTest, FailedRunLeavesExistingOutputsUntouched) {
   EXPECT_EQ(count_lines(r2.err), 1u) << r2.err;
   EXPECT_EQ(read_text(path("o.npy")), "previous O");
   EXPECT_EQ(read_text(path("lse.npy")), "previous LSE");
+}
+
+// Two paths that name one file, however spelled or linked, are refused before anything runs:
+// "--lse ./o.npy" wrote LSE over O and reported "o.npy was written"; "--out q.npy" replaced an
+// input.
+TEST_F(CliRunTest, OutputsThatNameTheSameFileAreUsageErrors) {
+  const HostProblem p = make_problem(1, 16, 16, 2, 2, 32, npy::ElemType::kFloat32);
+  write_inputs(p);
+  const std::string q_bytes = read_text(path("q.npy")), k_bytes = read_text(path("k.npy"));
+  ASSERT_EQ(::symlink(path("q.npy").c_str(), path("q_link.npy").c_str()), 0);
+  ASSERT_EQ(::link(path("k.npy").c_str(), path("k_hard.npy").c_str()), 0);
+  ASSERT_EQ(::mkdir(path("sub").c_str(), 0755), 0);
+  const std::string inputs =
+      " --q '" + path("q.npy") + "' --k '" + path("k.npy") + "' --v '" + path("v.npy") + "'";
+  struct Case {
+    std::string outputs, expected;
+  };
+  const std::vector<Case> cases = {
+      {" --out '" + path("o.npy") + "' --lse '" + dir_ + "./o.npy'",
+       "--lse " + dir_ + "./o.npy and --out " + path("o.npy") + " name the same file"},
+      {" --out '" + dir_ + "sub/../o.npy' --lse '" + path("o.npy") + "'",
+       "--lse " + path("o.npy") + " and --out " + dir_ + "sub/../o.npy name the same file"},
+      {" --out '" + path("q.npy") + "'",
+       "--out " + path("q.npy") + " names the same file as the input --q " + path("q.npy")},
+      {" --out '" + path("o.npy") + "' --lse '" + path("q_link.npy") + "'",
+       "--lse " + path("q_link.npy") + " names the same file as the input --q " + path("q.npy")},
+      {" --out '" + path("k_hard.npy") + "'",
+       "--out " + path("k_hard.npy") + " names the same file as the input --k " + path("k.npy")},
+  };
+  for (const Case& c : cases) {
+    const CliResult r = cli("run --device cpu" + inputs + c.outputs);
+    EXPECT_EQ(r.exit_code, 2) << c.outputs << "\n" << r.err;
+    EXPECT_EQ(r.err, "flashattn run: " + c.expected + "\n") << c.outputs;
+    EXPECT_FALSE(file_exists(path("o.npy"))) << c.outputs;
+  }
+  EXPECT_EQ(read_text(path("q.npy")), q_bytes);
+  EXPECT_EQ(read_text(path("k.npy")), k_bytes);
+  // Inputs may share a file.
+  const CliResult shared = cli("run --device cpu --q '" + path("q.npy") + "' --k '" +
+                               path("k.npy") + "' --v '" + path("k_hard.npy") + "' --out '" +
+                               path("o.npy") + "'");
+  EXPECT_EQ(shared.exit_code, 0) << shared.err;
+}
+
+// Every output's directory is checked before anything is read or computed, and the message names
+// the user's path (it named the temporary file, after the whole computation).
+TEST_F(CliRunTest, UnwritableOutputIsReportedBeforeComputing) {
+  const HostProblem p = make_problem(1, 16, 16, 2, 2, 32, npy::ElemType::kFloat32);
+  write_inputs(p);
+  for (const auto& [flag, expected] :
+       {std::pair{std::string("--out"), "--out " + path("missing/o.npy") +
+                                            ": cannot open for writing: directory " +
+                                            path("missing") + " does not exist"},
+        std::pair{std::string("--lse"), "--lse " + path("missing/o.npy") +
+                                            ": cannot open for writing: directory " +
+                                            path("missing") + " does not exist"}}) {
+    const std::string outputs = flag == "--out"
+                                    ? " --out '" + path("missing/o.npy") + "'"
+                                    : " --out '" + path("o.npy") + "' --lse '" +
+                                          path("missing/o.npy") + "'";
+    // An input that cannot be read proves nothing was read first.
+    const CliResult r = cli("run --device cpu --q '" + path("nope.npy") + "' --k '" +
+                            path("k.npy") + "' --v '" + path("v.npy") + "'" + outputs);
+    EXPECT_EQ(r.exit_code, 1) << r.err;
+    EXPECT_EQ(r.err, "flashattn run: " + expected + "\n");
+    EXPECT_EQ(listing(), (std::vector<std::string>{"k.npy", "q.npy", "v.npy"}));
+  }
+  ASSERT_EQ(::mkdir(path("o_dir").c_str(), 0755), 0);
+  const CliResult dir = cli("run --device cpu" + io_flags(false).substr(0, io_flags(false).find(" --out")) +
+                            " --out '" + path("o_dir") + "'");
+  EXPECT_EQ(dir.exit_code, 1) << dir.err;
+  EXPECT_NE(dir.err.find("--out " + path("o_dir") + ": cannot open for writing: it is a directory"),
+            std::string::npos)
+      << dir.err;
+}
+
+TEST_F(CliRunTest, DirectoryInputIsNamedAsOne) {
+  const HostProblem p = make_problem(1, 16, 16, 2, 2, 32, npy::ElemType::kFloat32);
+  write_inputs(p);
+  const CliResult r = cli("run --device cpu --q '" + dir_ + "' --k '" + path("k.npy") + "' --v '" +
+                          path("v.npy") + "' --out '" + path("o.npy") + "'");
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_EQ(r.err, "flashattn run: --q " + dir_ + ": is a directory, expected a .npy file\n");
+}
+
+// A finite value that rounds to infinity in --dtype is an error naming the file, the element and
+// the value; fp32 keeps it. (It turned into inf and a NaN output with exit status 0.)
+TEST_F(CliRunTest, ValuesBeyondTheDtypeAreErrors) {
+  HostProblem p = make_problem(1, 4, 4, 2, 2, 16, npy::ElemType::kFloat32);
+  // q[0, 1, 1, 3]: flat index ((0 * 4 + 1) * 2 + 1) * 16 + 3 = 51.
+  p.q.values[51] = 1e5f;
+  // v[0, 2, 0, 5] = 3.4e38: beyond bf16's 3.3895e38 (and fp16's 65504).
+  p.v.values[(2 * 2 + 0) * 16 + 5] = 3.4e38f;
+  write_inputs(p);
+  const CliResult fp16 = cli("run --device cpu --dtype fp16" + io_flags());
+  EXPECT_EQ(fp16.exit_code, 1) << fp16.err;
+  EXPECT_EQ(fp16.err, "flashattn run: --q " + path("q.npy") +
+                          ": element (0, 1, 1, 3) = 100000 does not fit fp16 (max 65504)\n");
+  const CliResult bf16 = cli("run --device cpu --dtype bf16" + io_flags());
+  EXPECT_EQ(bf16.exit_code, 1) << bf16.err;
+  EXPECT_EQ(bf16.err, "flashattn run: --v " + path("v.npy") +
+                          ": element (0, 2, 0, 5) = 3.4e+38 does not fit bf16 (max 3.38953e+38)\n");
+  EXPECT_EQ(listing(), (std::vector<std::string>{"k.npy", "q.npy", "v.npy"}));
+  // 65519 rounds to 65504 in fp16: it fits.
+  p.q.values[51] = 65519.0f;
+  p.v.values[(2 * 2 + 0) * 16 + 5] = 1.0f;
+  write_inputs(p);
+  const CliResult fits = cli("run --device cpu --dtype fp16" + io_flags());
+  EXPECT_EQ(fits.exit_code, 0) << fits.err;
+}
+
+// NaN inputs are allowed; run says how many output values are non-finite. A NaN in q row
+// (0, 2, head 1) makes that row's 16 O values and its LSE NaN. LSE -inf on rows that see no key
+// (causal, seqlen_q > seqlen_k) is not counted.
+TEST_F(CliRunTest, NonFiniteOutputsAreCountedOnStderr) {
+  HostProblem p = make_problem(1, 4, 4, 2, 2, 16, npy::ElemType::kFloat32);
+  p.q.values[(2 * 2 + 1) * 16 + 7] = NAN;
+  write_inputs(p);
+  const CliResult r = cli("run --device cpu" + io_flags());
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.err, "flashattn run: note: 16 of 128 values of --out " + path("o.npy") +
+                       " and 1 of 8 of --lse " + path("lse.npy") +
+                       " are NaN or infinite (the inputs hold 1 NaN or infinite value; attention "
+                       "over them is non-finite)\n");
+  const HostProblem masked = make_problem(1, 9, 4, 2, 2, 16, npy::ElemType::kFloat32);
+  write_inputs(masked);
+  const CliResult quiet = cli("run --device cpu --causal" + io_flags());
+  EXPECT_EQ(quiet.exit_code, 0) << quiet.err;
+  EXPECT_EQ(quiet.err, "");
+  EXPECT_EQ(read_output("lse.npy").values[0], -INFINITY);
+  const CliResult help = cli("run --help");
+  EXPECT_NE(help.out.find("NaN and infinite inputs are allowed"), std::string::npos) << help.out;
+  EXPECT_NE(help.out.find("does not fit --dtype"), std::string::npos) << help.out;
+}
+
+// --threads gives bit-identical outputs for any count.
+TEST_F(CliRunTest, ThreadCountDoesNotChangeTheOutput) {
+  const HostProblem p = make_problem(2, 130, 70, 4, 2, 32, npy::ElemType::kFloat32);
+  write_inputs(p);
+  std::string first_o, first_lse;
+  for (const char* threads : {"1", "2", "5"}) {
+    const CliResult r = cli(std::string("run --device cpu --causal --threads ") + threads + io_flags());
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    if (first_o.empty()) {
+      first_o = read_text(path("o.npy"));
+      first_lse = read_text(path("lse.npy"));
+    } else {
+      EXPECT_EQ(read_text(path("o.npy")), first_o) << threads << " threads";
+      EXPECT_EQ(read_text(path("lse.npy")), first_lse) << threads << " threads";
+    }
+  }
 }
 
 TEST_F(CliRunTest, EmptyBatchWritesEmptyOutputs) {

@@ -256,6 +256,16 @@ TEST(Npy, ReadReportsMissingFile) {
   EXPECT_NE(error.find(path + ": cannot open"), std::string::npos) << error;
 }
 
+// A directory opens as a stream of 0 bytes; it must be reported as what it is, not as "file has 0
+// bytes".
+TEST(Npy, ReadReportsADirectory) {
+  Array a;
+  std::string error;
+  const std::string path = ::testing::TempDir();
+  EXPECT_FALSE(read(path, &a, &error));
+  EXPECT_EQ(error, path + ": is a directory, expected a .npy file");
+}
+
 TEST(Npy, WriteRejectsValueCountMismatch) {
   Array a = make_array(ElemType::kFloat32, {2, 2});
   a.values.pop_back();

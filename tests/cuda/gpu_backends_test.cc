@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <sstream>
 #include <string>
 #include <tuple>
@@ -330,6 +331,35 @@ TEST(GpuNaiveTest, OutOfMemoryIsMeasuredAndReported) {
   std::vector<float> o;
   ASSERT_TRUE(p.out.to_host_float(&o).ok());
   for (std::size_t i = 0; i < o.size(); i += 4097) ASSERT_TRUE(std::isnan(o[i])) << "written at " << i;
+}
+
+// An S matrix whose byte count overflows 64 bits is out of memory with the factors, never a
+// wrapped (here: 0-byte) buffer the kernels would write through. batch 2^16, seqlen_q = seqlen_k
+// = 2^24: S is 2^16 * 2^48 * 4 = 2^66 bytes. Zero strides keep q, k, v and out 16 bytes each.
+TEST(GpuNaiveTest, SMatrixBytesThatOverflowAreOutOfMemory) {
+  FA_SKIP_WITHOUT_CUDA();
+  constexpr std::int64_t kBatch = std::int64_t{1} << 16, kLen = std::int64_t{1} << 24;
+  OwnedTensor q, k, v, out;
+  for (OwnedTensor* t : {&q, &k, &v, &out}) {
+    ASSERT_TRUE(OwnedTensor::create(DType::kBF16, Device::cuda(0), {1, 1, 1, 8}, t).ok());
+  }
+  ForwardParams p;
+  auto broadcast = [](const OwnedTensor& t) {
+    return TensorView::strided(t.view().data, DType::kBF16, Device::cuda(0), {kBatch, kLen, 1, 8},
+                               {0, 0, 0, 1});
+  };
+  p.q = broadcast(q);
+  p.k = broadcast(k);
+  p.v = broadcast(v);
+  p.out = broadcast(out);
+  std::size_t bytes = 0;
+  ASSERT_TRUE(workspace_bytes(p, "naive", &bytes).ok());
+  EXPECT_EQ(bytes, std::numeric_limits<std::size_t>::max()) << "saturates";
+  const Status st = forward(p, "naive");
+  EXPECT_EQ(st.code(), StatusCode::kOutOfMemory) << st.to_string();
+  EXPECT_NE(st.message().find("= 65536 * 1 * 16777216 * 16777216 * 4 bytes, more than 64 bits"),
+            std::string::npos)
+      << st.message();
 }
 
 }  // namespace

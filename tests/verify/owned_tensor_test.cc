@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 #include <vector>
 
 #include "common/dtype_convert.h"
@@ -46,6 +47,27 @@ TEST(OwnedTensorTest, CreateRejectsBadArguments) {
             StatusCode::kInvalidShape);
   EXPECT_EQ(OwnedTensor::create(DType::kFP32, Device::cpu(), {2, 3}, &t, {3}).code(),
             StatusCode::kInvalidStride);
+}
+
+// Sizes whose products overflow 64 bits are an invalid shape that says so, not a wrapped byte count
+// (9223372036854775807 * 512 * 8 * 128 * 4 bytes wrapped to "18446744073707454464 bytes").
+TEST(OwnedTensorTest, CreateRejectsSizesThatOverflow) {
+  constexpr std::int64_t kMax = std::numeric_limits<std::int64_t>::max();
+  OwnedTensor t;
+  for (const std::vector<std::int64_t>& shape :
+       {std::vector<std::int64_t>{kMax, 512, 8, 128}, std::vector<std::int64_t>{1, kMax / 2 + 1, 2},
+        std::vector<std::int64_t>{kMax / 4 + 1}}) {  // 2^61 fp32 elements: 2^63 bytes
+    const Status st = OwnedTensor::create(DType::kFP32, Device::cpu(), shape, &t);
+    EXPECT_EQ(st.code(), StatusCode::kInvalidShape) << st.to_string();
+    EXPECT_NE(st.message().find("needs more than 9223372036854775807 bytes"), std::string::npos)
+        << st.message();
+  }
+  // Strides that address past 2^63 bytes, and a guard that tips the total over.
+  Status st = OwnedTensor::create(DType::kBF16, Device::cpu(), {2, 8}, &t, {kMax / 2, 1});
+  EXPECT_EQ(st.code(), StatusCode::kInvalidShape) << st.to_string();
+  st = OwnedTensor::create(DType::kFP32, Device::cpu(), {kMax / 8}, &t, {},
+                           std::numeric_limits<std::size_t>::max() - 100);
+  EXPECT_EQ(st.code(), StatusCode::kInvalidShape) << st.to_string();
 }
 
 TEST(OwnedTensorTest, EmptyTensor) {

@@ -281,6 +281,95 @@ TEST(VerifyTest, TooLargeForCpuReferenceWithoutCudaIsAnError) {
   EXPECT_NE(st.message().find("cpu_reference_limit"), std::string::npos) << st.message();
 }
 
+// The limit is checked before the inputs are allocated: q here would be 2^56 * 8 fp32 values
+// (2^61 bytes, more than any host holds), so a late check would report out_of_memory instead.
+TEST(VerifyTest, CpuReferenceLimitIsCheckedBeforeAllocating) {
+  VerifyOptions options;
+  options.backend = "cpu-flash";
+  VerifyReport report;
+  const ProblemShape s = make_shape(1, 1, 1, std::int64_t{1} << 56, 1, 8, DType::kFP32, false);
+  const Status st = verify(s, options, &report);
+  EXPECT_EQ(st.code(), StatusCode::kUnsupported) << st.to_string();
+  EXPECT_NE(st.message().find("= 576460752303423488 multiply-adds exceeds cpu_reference_limit = "
+                              "6e+08"),
+            std::string::npos)
+      << st.message();
+  // The limit is inclusive: 1*1*16*16*64 = 16384 multiply-adds pass at 16384, not at 16383.
+  const ProblemShape small = make_shape(1, 1, 1, 16, 16, 64, DType::kFP32, false);
+  options.cpu_reference_limit = 16383;
+  EXPECT_EQ(verify(small, options, &report).code(), StatusCode::kUnsupported);
+  options.cpu_reference_limit = 16384;
+  const Status at_limit = verify(small, options, &report);
+  ASSERT_TRUE(at_limit.ok()) << at_limit.to_string();
+  EXPECT_EQ(report.reference, "cpu-reference (float64)");
+}
+
+// Sizes whose products overflow int64 are an invalid shape naming the fields, before anything is
+// allocated (not "host allocation of 18446744073.71 GB failed").
+TEST(VerifyTest, SizesThatOverflowAreAnInvalidShape) {
+  constexpr std::int64_t kMax = std::numeric_limits<std::int64_t>::max();
+  VerifyOptions options;
+  options.backend = "cpu-flash";
+  VerifyReport report;
+  const Status st = verify(make_shape(kMax, 8, 8, 512, 512, 128, DType::kFP32, false), options,
+                           &report);
+  EXPECT_EQ(st.code(), StatusCode::kInvalidShape) << st.to_string();
+  EXPECT_NE(st.message().find("batch * seqlen_q * heads * head_dim * 4 bytes (q in fp32) = " +
+                              std::to_string(kMax) + " * 512 * 8 * 128 * 4 does not fit in 64 bits"),
+            std::string::npos)
+      << st.message();
+
+  // The caller's names: the CLI's flags.
+  ShapeFieldNames flags;
+  flags.batch = "--batch";
+  flags.seqlen_q = flags.seqlen_k = "--seqlens";
+  flags.heads = "--heads";
+  flags.head_dim = "--head-dim";
+  ShapeSizes sizes;
+  // 2^45 * 512 * 4 * 64 fp32 elements: 2^64 bytes, which wrapped to 0.
+  const Status bytes = shape_sizes(make_shape(std::int64_t{1} << 45, 4, 4, 512, 512, 64,
+                                              DType::kFP32, false),
+                                   &sizes, flags);
+  EXPECT_EQ(bytes.code(), StatusCode::kInvalidShape);
+  EXPECT_NE(bytes.message().find("--batch * --seqlens * --heads * --head-dim * 4 bytes"),
+            std::string::npos)
+      << bytes.message();
+  // Only the multiply-adds overflow: 2^25 queries and keys, 2^10 heads, d = 2^5 (2^65).
+  const Status macs = shape_sizes(make_shape(1, 1 << 10, 1, 1 << 25, 1 << 25, 32, DType::kBF16,
+                                             false),
+                                  &sizes);
+  EXPECT_NE(macs.message().find("(multiply-adds)"), std::string::npos) << macs.to_string();
+
+  // In range: exact sizes; a zero batch makes everything 0 whatever the rest.
+  ASSERT_TRUE(shape_sizes(make_shape(2, 8, 2, 100, 300, 64, DType::kBF16, false), &sizes).ok());
+  EXPECT_EQ(sizes.q_bytes, 2 * 100 * 8 * 64 * 2);
+  EXPECT_EQ(sizes.kv_bytes, 2 * 300 * 2 * 64 * 2);
+  EXPECT_EQ(sizes.lse_bytes, 2 * 8 * 100 * 4);
+  EXPECT_EQ(sizes.io_bytes, 2 * sizes.q_bytes + 2 * sizes.kv_bytes + sizes.lse_bytes);
+  EXPECT_EQ(sizes.macs, 2 * 8 * 100 * 300 * 64);
+  ASSERT_TRUE(shape_sizes(make_shape(0, kMax, kMax, kMax, kMax, 64, DType::kFP32, false), &sizes)
+                  .ok());
+  EXPECT_EQ(sizes.macs, 0);
+  EXPECT_EQ(sizes.io_bytes, 0);
+}
+
+// all_input_kinds() lists every kind once, by name, so the CLI's --inputs choices need no edit
+// when a kind is added (the enum's first four are these, in order).
+TEST(VerifyTest, AllInputKindsAreListedOnceByName) {
+  const std::vector<InputKind> kinds = verifier::all_input_kinds();
+  ASSERT_GE(kinds.size(), 4u);
+  EXPECT_EQ(kinds[0], InputKind::kNormal);
+  EXPECT_EQ(kinds[1], InputKind::kLargeScores);
+  EXPECT_EQ(kinds[2], InputKind::kVeryNegative);
+  EXPECT_EQ(kinds[3], InputKind::kLargeMagnitude);
+  std::set<std::string> names;
+  for (InputKind k : kinds) {
+    const std::string name(verifier::kind_name(k));
+    EXPECT_NE(name, "?");
+    EXPECT_TRUE(names.insert(name).second) << name << " twice";
+  }
+}
+
 TEST(VerifyTest, CudaBackendOnHostTensorsIsAnError) {
   VerifyOptions options;
   options.backend = "flash";  // a CUDA backend, host tensors

@@ -1,5 +1,6 @@
 #include "cli_args.h"
 
+#include <algorithm>
 #include <cctype>
 #include <cerrno>
 #include <charconv>
@@ -8,7 +9,9 @@
 #include <cstdlib>
 #include <iostream>
 #include <sstream>
+#include <thread>
 
+#include "cpu/host_loop.h"
 #include "cuda/common/runtime.h"
 
 namespace flashattn::cli {
@@ -53,7 +56,7 @@ std::vector<std::string> backend_names() {
 }  // namespace
 
 std::int64_t parse_int_value(const std::string& flag, const std::string& text,
-                             std::int64_t min_value) {
+                             std::int64_t min_value, std::int64_t max_value) {
   std::int64_t v = 0;
   const char* first = text.data();
   const char* last = text.data() + text.size();
@@ -63,6 +66,10 @@ std::int64_t parse_int_value(const std::string& flag, const std::string& text,
   }
   if (ec == std::errc::result_out_of_range) {
     throw UsageError(flag + " expects an integer, got " + quote(text) + " (out of range)");
+  }
+  if (max_value < std::numeric_limits<std::int64_t>::max() && (v < min_value || v > max_value)) {
+    throw UsageError(flag + " expects an integer from " + std::to_string(min_value) + " to " +
+                     std::to_string(max_value) + ", got " + quote(text));
   }
   if (v < min_value) {
     throw UsageError(flag + " expects an integer >= " + std::to_string(min_value) + ", got " +
@@ -98,6 +105,12 @@ double parse_number_value(const std::string& flag, const std::string& text, doub
     throw UsageError(os.str());
   }
   return v;
+}
+
+std::string format_number(double x) {
+  std::ostringstream os;
+  os << x;
+  return os.str();
 }
 
 std::vector<std::string> split_list(const std::string& flag, const std::string& text) {
@@ -147,9 +160,10 @@ void ArgParser::add_switch(const std::string& name, bool* out, const std::string
 
 void ArgParser::add_int(const std::string& name, std::optional<std::int64_t>* out,
                         const std::string& metavar, const std::string& help,
-                        std::int64_t min_value) {
-  add(name, metavar, help,
-      [name, out, min_value](const std::string& v) { *out = parse_int_value(name, v, min_value); });
+                        std::int64_t min_value, std::int64_t max_value) {
+  add(name, metavar, help, [name, out, min_value, max_value](const std::string& v) {
+    *out = parse_int_value(name, v, min_value, max_value);
+  });
 }
 
 void ArgParser::add_u64(const std::string& name, std::optional<std::uint64_t>* out,
@@ -320,6 +334,41 @@ void add_common_flags(ArgParser& parser, CommonFlags* flags, const ShapeDefaults
                     "where to run (default cuda when a CUDA device and a CUDA backend are\n"
                     "usable, else cpu, with a note on stderr; --device cuda without a CUDA\n"
                     "device fails with exit status 1)");
+  parser.add_int("--threads", &flags->threads, "N",
+                 "threads of the CPU backends and the CPU reference, 1 to " +
+                     std::to_string(cpu::kMaxThreads) + "; sets\n" + cpu::kNumThreadsEnv +
+                     " for this run (default: that variable, else all\n" +
+                     std::to_string(std::max(1u, std::thread::hardware_concurrency())) +
+                     " hardware threads; an invalid value of it fails with exit status 1)",
+                 1, cpu::kMaxThreads);
+}
+
+void apply_threads(const CommonFlags& flags) {
+  if (flags.threads.has_value()) {
+    ::setenv(cpu::kNumThreadsEnv, std::to_string(*flags.threads).c_str(), 1);
+  }
+  std::int64_t threads = 0;
+  const Status st = cpu::thread_count(&threads);
+  if (!st.ok()) throw RunError(st.message());
+}
+
+ShapeFieldNames shape_flag_names(const std::string& seqlen_q_flag,
+                                 const std::string& seqlen_k_flag) {
+  ShapeFieldNames n;
+  n.batch = "--batch";
+  n.heads = "--heads";
+  n.kv_heads = "--kv-heads";
+  n.seqlen_q = seqlen_q_flag;
+  n.seqlen_k = seqlen_k_flag;
+  n.head_dim = "--head-dim";
+  return n;
+}
+
+ShapeSizes check_shape_sizes(const ProblemShape& shape, const ShapeFieldNames& flag_names) {
+  ShapeSizes sizes;
+  const Status st = shape_sizes(shape, &sizes, flag_names);
+  if (!st.ok()) throw UsageError(st.message());
+  return sizes;
 }
 
 DType resolve_dtype(const std::optional<std::string>& dtype, DType fallback) {

@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -36,11 +37,14 @@ class RunError : public std::runtime_error {
 // Strict value parsers: the whole text must be the value. They throw UsageError with messages like
 //   --head-dim expects an integer, got "abc"
 std::int64_t parse_int_value(const std::string& flag, const std::string& text,
-                             std::int64_t min_value);
+                             std::int64_t min_value,
+                             std::int64_t max_value = std::numeric_limits<std::int64_t>::max());
 std::uint64_t parse_u64_value(const std::string& flag, const std::string& text);
 // A finite number; > min_value when `exclusive`, else >= min_value.
 double parse_number_value(const std::string& flag, const std::string& text, double min_value,
                           bool exclusive);
+// A number as iostreams print it: "6e+08", "0.5", "2".
+std::string format_number(double x);
 // Comma-separated, no empty items.
 std::vector<std::string> split_list(const std::string& flag, const std::string& text);
 
@@ -54,7 +58,8 @@ class ArgParser {
   void section(const std::string& title);
   void add_switch(const std::string& name, bool* out, const std::string& help);
   void add_int(const std::string& name, std::optional<std::int64_t>* out,
-               const std::string& metavar, const std::string& help, std::int64_t min_value = 0);
+               const std::string& metavar, const std::string& help, std::int64_t min_value = 0,
+               std::int64_t max_value = std::numeric_limits<std::int64_t>::max());
   void add_u64(const std::string& name, std::optional<std::uint64_t>* out,
                const std::string& metavar, const std::string& help);
   void add_number(const std::string& name, std::optional<double>* out, const std::string& metavar,
@@ -109,6 +114,7 @@ struct CommonFlags {
   std::optional<std::uint64_t> seed;
   std::optional<std::string> backend;
   std::optional<std::string> device;
+  std::optional<std::int64_t> threads;
 };
 
 // Registers the shape flags; their help shows `cuda` and `cpu` defaults. `with_sizes` false leaves
@@ -121,6 +127,20 @@ void add_common_flags(ArgParser& parser, CommonFlags* flags, const ShapeDefaults
 // Fills a ProblemShape from the flags and the defaults (kv_heads defaults to heads, seqlen_k to
 // seqlen_q). Throws UsageError for a bad --dtype.
 ProblemShape make_shape(const CommonFlags& flags, const ShapeDefaults& defaults);
+
+// The shape's fields by their flags ("--batch", ...), the sequence lengths by the given ones
+// ("--seqlen-q", "--seqlen-k"; bench: "--seqlens" for both).
+ShapeFieldNames shape_flag_names(const std::string& seqlen_q_flag,
+                                 const std::string& seqlen_k_flag);
+
+// Throws UsageError naming the flags when a size of `shape` does not fit 64 bits (shape_sizes):
+//   --batch * --seqlen-q * --heads * --head-dim * 4 bytes (q in fp32) = 9223372036854775807 * ...
+// Returns the sizes otherwise.
+ShapeSizes check_shape_sizes(const ProblemShape& shape, const ShapeFieldNames& flag_names);
+
+// Sets FLASHATTN_NUM_THREADS from --threads for this process, then checks the variable: a set
+// value the CPU backends would refuse is a RunError naming it, before anything runs.
+void apply_threads(const CommonFlags& flags);
 DType resolve_dtype(const std::optional<std::string>& dtype, DType fallback);
 
 // The device a command runs on:

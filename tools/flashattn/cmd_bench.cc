@@ -1,7 +1,5 @@
 // flashattn bench: the lesson's table. Times each backend at each sequence length (seqlen_q =
 // seqlen_k), prints progress on stderr and the table on stdout, and optionally writes a CSV.
-#include <unistd.h>
-
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
@@ -12,6 +10,7 @@
 #include "cli_args.h"
 #include "commands.h"
 #include "cuda/common/runtime.h"
+#include "output_paths.h"
 
 namespace flashattn::cli {
 namespace {
@@ -60,13 +59,20 @@ std::string command_line(const BenchOptions& o) {
 }  // namespace
 
 int cmd_bench(const Args& args) {
-  ArgParser parser(
-      "flashattn bench", "[flags]",
+  const std::string description =
       "Time backends over a sweep of sequence lengths (seqlen_q = seqlen_k = each) on fresh\n"
       "random inputs: median time, TFLOP/s, memory, and flash's speedup over naive. A backend\n"
       "that does not fit reports OOM (the naive S matrix needs 4*batch*heads*L^2 bytes).\n"
-      "Progress goes to stderr, the table to stdout. Exit status 1 if the benchmark could not\n"
-      "run or a cell failed with an error (OOM and unsupported cells are results, not errors).");
+      "Each cell's time per run is estimated first: its FLOPs at the rate the backend reached\n"
+      "on its previous cell, or on a probe of about " +
+      format_number(kProbeFlopsCpu) + " FLOPs on cpu, " + format_number(kProbeFlopsCuda) +
+      " on cuda\n"
+      "(a first cell no larger than that runs without an estimate). A cell estimated above\n"
+      "--max-seconds is skipped: the table says so with the estimate.\n"
+      "Progress goes to stderr (a line as each cell starts and ends), the table to stdout.\n"
+      "Exit status 1 if the benchmark could not run or a cell failed with an error (OOM,\n"
+      "unsupported and skipped cells are results, not errors).";
+  ArgParser parser("flashattn bench", "[flags]", description);
   CommonFlags flags;
   add_common_flags(parser, &flags, kCudaDefaults, kCpuDefaults, /*with_sizes=*/true,
                    /*with_seqlens=*/false, /*with_backend=*/false);
@@ -89,11 +95,15 @@ int cmd_bench(const Args& args) {
   parser.add_int("--iters", &iters, "N",
                  "most timed runs per cell (default " + std::to_string(kDefaultMaxIters) + ")", 1);
   parser.add_number("--max-seconds", &max_seconds, "S",
-                    "stop repeating a cell after S seconds (default 2)", 0.0, true);
+                    "time budget of a cell (default 2): a cell estimated above S per run is\n"
+                    "skipped; one that runs repeats until S seconds are spent (after its\n"
+                    "warm-up and at least min(3, --iters) timed runs)",
+                    0.0, true);
   parser.section("Output");
   parser.add_string("--csv", &csv_path, "FILE", "also write the results as CSV to FILE");
   if (!parser.parse(args)) return kExitOk;
 
+  apply_threads(flags);
   if (single_backend.has_value()) {
     if (backends.has_value()) throw UsageError("give either --backend or --backends, not both");
     backends = std::vector<std::string>{*single_backend};
@@ -127,13 +137,19 @@ int cmd_bench(const Args& args) {
   options.min_iters = std::min(kDefaultMinIters, options.max_iters);
   options.max_seconds_per_cell = max_seconds.value_or(kDefaultMaxSeconds);
   options.seed = flags.seed.value_or(0);
+  // Sizes at the longest length, by the flags that set them (run_bench checks them too).
+  ProblemShape longest = options.shape;
+  longest.seqlen_q = longest.seqlen_k =
+      *std::max_element(options.seqlens.begin(), options.seqlens.end());
+  check_shape_sizes(longest, shape_flag_names("--seqlens", "--seqlens"));
 
   // Open the CSV before the (possibly long) run so a bad path fails at once; the file is written
   // under a temporary name and renamed into place only when everything succeeded.
   std::string csv_tmp;
   std::ofstream csv;
   if (csv_path.has_value()) {
-    csv_tmp = *csv_path + ".tmp." + std::to_string(::getpid());
+    check_writable({"--csv", *csv_path});
+    csv_tmp = temp_path(*csv_path);
     csv.open(csv_tmp, std::ios::trunc);
     if (!csv) throw RunError("--csv " + *csv_path + ": cannot open for writing");
   }
@@ -144,7 +160,7 @@ int cmd_bench(const Args& args) {
     }
   };
 
-  std::cerr << "flashattn bench: " << command_line(options) << "\n";
+  std::cerr << command_line(options) << "\n";
   BenchResult result;
   const Status st = run_bench(options, &result, [](const std::string& line) {
     std::cerr << line << (line.empty() || line.back() != '\n' ? "\n" : "") << std::flush;

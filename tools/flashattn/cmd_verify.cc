@@ -1,15 +1,18 @@
 // flashattn verify: one shape through a backend on fresh seeded inputs, judged by the rule of
 // docs/testing.md (flashattn::verify). Exit 0 on pass, 1 on failure or when it could not run.
 #include <iostream>
+#include <string>
+#include <vector>
 
 #include "cli_args.h"
 #include "commands.h"
+#include "verify/inputs.h"
 
 namespace flashattn::cli {
 namespace {
 
-// 512 x 512 keeps the float64 CPU reference affordable (2*8*512*512*128 = 5.4e8 < 6e8 MACs) and
-// still spans several tiles of every kernel.
+// 512 x 512 keeps the float64 CPU reference affordable (2*8*512*512*128 = 5.4e8 multiply-adds,
+// under kDefaultCpuReferenceLimit = 6e8) and still spans several tiles of every kernel.
 constexpr ShapeDefaults kCudaDefaults = {2, 8, 512, 128, DType::kBF16};
 constexpr ShapeDefaults kCpuDefaults = {2, 8, 512, 128, DType::kFP32};
 
@@ -19,12 +22,19 @@ InputLayout parse_layout(const std::string& s) {
   return InputLayout::kContiguous;
 }
 
+// The --inputs choices: every kind the verifier knows, by its name (verify/inputs.h), so a new kind
+// needs no edit here.
+std::vector<std::string> input_kind_names() {
+  std::vector<std::string> names;
+  for (InputKind kind : verifier::all_input_kinds()) names.emplace_back(verifier::kind_name(kind));
+  return names;
+}
+
 InputKind parse_inputs(const std::string& s) {
-  if (s == "large-scores") return InputKind::kLargeScores;
-  if (s == "very-negative") return InputKind::kVeryNegative;
-  if (s == "large-magnitude") return InputKind::kLargeMagnitude;
-  if (s == "huge-scores") return InputKind::kHugeScores;
-  return InputKind::kNormal;
+  for (InputKind kind : verifier::all_input_kinds()) {
+    if (verifier::kind_name(kind) == s) return kind;
+  }
+  return InputKind::kNormal;  // unreachable: add_choice accepted only the names above
 }
 
 }  // namespace
@@ -36,28 +46,50 @@ int cmd_verify(const Args& args) {
       "float64 CPU reference (or the GPU naive kernel in float32 for large shapes). It passes\n"
       "iff max|O - O_ref| <= 2 * max|O_baseline - O_ref| + atol, the mean error is within 1.5x\n"
       "the baseline's, LSE is within 1e-3, every output was written and nothing is non-finite.\n"
-      "Prints the report; exit status 0 on pass, 1 on failure or when it could not run.");
+      "The float64 CPU reference takes shapes up to --cpu-reference-limit multiply-adds\n"
+      "(batch*heads*seqlen_q*seqlen_k*head_dim, default " +
+          format_number(kDefaultCpuReferenceLimit) +
+          ": about 1 s on 2 cores); above it\n"
+          "--device cpu refuses before allocating anything, and cuda verifies against the GPU\n"
+          "naive kernel in float32. Prints the report; exit status 0 on pass, 1 on failure or\n"
+          "when it could not run.");
   CommonFlags flags;
   add_common_flags(parser, &flags, kCudaDefaults, kCpuDefaults, /*with_sizes=*/true,
                    /*with_seqlens=*/true, /*with_backend=*/true);
   std::optional<std::string> layout, inputs;
+  std::optional<double> cpu_reference_limit;
   bool no_lse = false;
   parser.section("Verification");
   parser.add_choice("--layout", &layout, {"contiguous", "bhsd", "padded-heads"},
                     "input memory layout: plain BSHD, BHSD storage seen through BSHD strides,\n"
                     "or heads sliced from a wider tensor (default contiguous)");
-  parser.add_choice("--inputs", &inputs,
-                    {"normal", "large-scores", "very-negative", "large-magnitude", "huge-scores"},
-                    "input distribution: N(0.5, 1); scores near 1e4; rows whose scores are all\n"
-                    "below -5e4; values near the dtype's range; scores near 1e10 (default normal)");
+  parser.add_choice("--inputs", &inputs, input_kind_names(),
+                    "input distribution (see src/verify/inputs.h): normal is N(0.5, 1);\n"
+                    "large-scores puts scores near 1e4; very-negative makes rows whose scores\n"
+                    "are all below -5e4; large-magnitude puts values near the dtype's range;\n"
+                    "huge-scores puts scaled scores near 1e10 (default normal)");
   parser.add_switch("--no-lse", &no_lse, "do not request or check the LSE output");
+  parser.add_number("--cpu-reference-limit", &cpu_reference_limit, "N",
+                    "largest batch*heads*seqlen_q*seqlen_k*head_dim (multiply-adds) the\n"
+                    "float64 CPU reference takes (default " + format_number(kDefaultCpuReferenceLimit) +
+                        ", about 1 s on 2 cores);\n"
+                        "raise it to verify larger shapes on the CPU",
+                    0.0, /*exclusive=*/true);
   if (!parser.parse(args)) return kExitOk;
 
+  apply_threads(flags);
   const std::string backend = flags.backend.value_or("auto");
   check_backend_name("--backend", backend, /*allow_auto=*/true);
   const Device device = resolve_device("flashattn verify", flags.device, {backend});
   const ProblemShape shape =
       make_shape(flags, device.type == DeviceType::kCUDA ? kCudaDefaults : kCpuDefaults);
+  const ShapeSizes sizes = check_shape_sizes(shape, shape_flag_names("--seqlen-q", "--seqlen-k"));
+  const double limit = cpu_reference_limit.value_or(kDefaultCpuReferenceLimit);
+  if (device.type == DeviceType::kCPU && static_cast<double>(sizes.macs) > limit) {
+    throw RunError("--device cpu: " +
+                   cpu_reference_refusal(shape, sizes.macs, limit, "--cpu-reference-limit") +
+                   " (raise the limit to verify it anyway)");
+  }
 
   VerifyOptions options;
   options.backend = backend;
@@ -66,6 +98,7 @@ int cmd_verify(const Args& args) {
   options.layout = parse_layout(layout.value_or("contiguous"));
   options.kind = parse_inputs(inputs.value_or("normal"));
   options.check_lse = !no_lse;
+  options.cpu_reference_limit = limit;
 
   VerifyReport report;
   const Status st = verify(shape, options, &report);

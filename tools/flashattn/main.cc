@@ -7,6 +7,7 @@
 
 #include "cli_args.h"
 #include "commands.h"
+#include "cpu/host_loop.h"
 
 namespace flashattn::cli {
 
@@ -42,7 +43,10 @@ std::string top_level_help() {
        "Without a CUDA device, --device defaults to cpu (one note on stderr says so) and an\n"
        "explicit --device cuda fails with exit status 1.\n"
        "Exit status: 0 success; 1 failure (verification failed, could not run, bad input file,\n"
-       "no device); 2 command-line error (unknown command or flag, missing or unparsable value).\n";
+       "no device); 2 command-line error (unknown command or flag, missing or unparsable value).\n"
+       "Environment: " + std::string(cpu::kNumThreadsEnv) +
+       "=N sets the CPU backends' thread count (1 to " + std::to_string(cpu::kMaxThreads) +
+       ";\n--threads N sets it for one command); an invalid value fails with exit status 1.\n";
   return s;
 }
 

@@ -4,10 +4,12 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <limits>
 #include <optional>
 #include <sstream>
+#include <system_error>
 
 #include "common/dtype_convert.h"
 
@@ -333,6 +335,12 @@ bool parse(std::string_view bytes, const std::string& name, Array* out, std::str
 }
 
 bool read(const std::string& path, Array* out, std::string* error) {
+  // An ifstream opens a directory and reads 0 bytes from it ("not a .npy file ... 0 bytes").
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) {
+    *error = path + ": is a directory, expected a .npy file";
+    return false;
+  }
   std::ifstream in(path, std::ios::binary);
   if (!in) {
     *error = path + ": cannot open: " + std::strerror(errno);

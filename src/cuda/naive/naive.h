@@ -13,8 +13,10 @@
 
 namespace flashattn::cuda {
 
-// Bytes of the float32 S matrix for these params.
-std::size_t naive_workspace_bytes(const ForwardParams& params);
+// *bytes = the bytes of the float32 S matrix, batch * heads * seqlen_q * seqlen_k * 4; false when
+// that does not fit 64 bits (checked: the product wrapped to a small buffer before). Host code, in
+// naive_backend.cc.
+bool naive_workspace_bytes(const ForwardParams& params, std::size_t* bytes);
 
 // Launches the three kernels on `stream`. `s_gmem` holds naive_workspace_bytes(params) bytes.
 Status launch_naive(const ForwardParams& params, float* s_gmem, cudaStream_t stream);

@@ -2,7 +2,11 @@
 // the figure) and runs the three kernels.
 #include <cuda_runtime.h>
 
+#include <limits>
+#include <string>
+
 #include "api/backend.h"
+#include "common/checked_math.h"
 #include "cuda/common/runtime.h"
 #include "cuda/naive/naive.h"
 
@@ -20,12 +24,22 @@ class NaiveBackend final : public Backend {
     return cuda::backend_usable(&cuda::naive_kernels_available);
   }
   Status supports(const ForwardParams&) const override { return Status::Ok(); }
+  // Saturates: an S matrix too large to count needs more memory than any device has.
   std::size_t workspace_bytes(const ForwardParams& p) const override {
-    return cuda::naive_workspace_bytes(p);
+    std::size_t bytes = 0;
+    return cuda::naive_workspace_bytes(p, &bytes) ? bytes : std::numeric_limits<std::size_t>::max();
   }
   Status run(const ForwardParams& p, StreamHandle stream) const override {
+    std::size_t s_bytes = 0;
+    if (!cuda::naive_workspace_bytes(p, &s_bytes)) {
+      return Status(StatusCode::kOutOfMemory,
+                    "naive: the S matrix (float32) needs batch * heads * seqlen_q * seqlen_k * 4 = " +
+                        std::to_string(p.batch()) + " * " + std::to_string(p.heads()) + " * " +
+                        std::to_string(p.seqlen_q()) + " * " + std::to_string(p.seqlen_k()) +
+                        " * 4 bytes, more than 64 bits can count");
+    }
     cuda::DeviceBuffer s_gmem;
-    Status st = s_gmem.allocate(cuda::naive_workspace_bytes(p), "naive: the S matrix (float32)");
+    Status st = s_gmem.allocate(s_bytes, "naive: the S matrix (float32)");
     if (!st.ok()) return st;
     st = cuda::launch_naive(p, static_cast<float*>(s_gmem.data()), stream);
     if (!st.ok()) return st;
@@ -35,6 +49,18 @@ class NaiveBackend final : public Backend {
 };
 
 }  // namespace
+
+namespace cuda {
+
+bool naive_workspace_bytes(const ForwardParams& p, std::size_t* bytes) {
+  return checked_product<std::size_t>(
+      {static_cast<std::size_t>(p.batch()), static_cast<std::size_t>(p.heads()),
+       static_cast<std::size_t>(p.seqlen_q()), static_cast<std::size_t>(p.seqlen_k()),
+       sizeof(float)},
+      bytes);
+}
+
+}  // namespace cuda
 
 const Backend* cuda_naive_backend() {
   static const NaiveBackend backend;

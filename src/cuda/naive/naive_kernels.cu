@@ -218,11 +218,6 @@ std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; 
 
 }  // namespace
 
-std::size_t naive_workspace_bytes(const ForwardParams& p) {
-  return static_cast<std::size_t>(p.batch() * p.heads() * p.seqlen_q() * p.seqlen_k()) *
-         sizeof(float);
-}
-
 Status launch_naive(const ForwardParams& p, float* s_gmem, cudaStream_t stream) {
   const Geometry g = geometry_of(p, s_gmem);
   const std::int64_t bh = p.batch() * p.heads();
