@@ -461,20 +461,22 @@ TEST_F(CliTest, BenchOnCpuPrintsTableAndWritesCsv) {
   EXPECT_EQ(listing(), std::vector<std::string>{"bench.csv"});
 }
 
-// A cell estimated above --max-seconds is skipped and the table says so: cpu-flash at 4096 with
-// b1 h4 d64 is 1.72e10 FLOPs, about 3 s at 6 GFLOP/s, estimated from a probe of 1e8 FLOPs.
+// A cell estimated above --max-seconds is skipped and the table says so: cpu-flash at 16384 with
+// b1 h4 d64 on one thread is 2.75e11 FLOPs, tens of seconds at a few GFLOP/s on any machine
+// (one thread, so a 16-core machine estimates it as slow as this one), estimated from a probe
+// of 1e8 FLOPs.
 TEST_F(CliTest, BenchSkipsCellsEstimatedOverMaxSeconds) {
   const CliResult r = cli(
-      "bench --device cpu --backends cpu-flash --batch 1 --heads 4 --head-dim 64 --seqlens 4096 "
-      "--warmup 0 --iters 1 --max-seconds 0.5");
+      "bench --device cpu --backends cpu-flash --batch 1 --heads 4 --head-dim 64 --seqlens 16384 "
+      "--warmup 0 --iters 1 --max-seconds 0.5 --threads 1");
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
-  EXPECT_NE(r.out.find("    4096 |            -         -"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("   16384 |            -         -"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find(" skipped"), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("# seqlen 4096 cpu-flash: est. "), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find(" s per run > --max-seconds 0.5: 1.72e+10 FLOPs at "), std::string::npos)
+  EXPECT_NE(r.out.find("# seqlen 16384 cpu-flash: est. "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find(" s per run > --max-seconds 0.5: 2.75e+11 FLOPs at "), std::string::npos)
       << r.out;
   EXPECT_NE(r.out.find("probed at seqlen "), std::string::npos) << r.out;
-  EXPECT_NE(r.err.find("seqlen 4096: cpu-flash skipped (est. "), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("seqlen 16384: cpu-flash skipped (est. "), std::string::npos) << r.err;
 }
 
 // stderr: the command line once (not "flashattn bench: flashattn bench ..."), then a line as each
