@@ -14,7 +14,12 @@
 // The one-instruction form fma(S, scale_log2, -round(new_max * scale_log2)) leaves the max's
 // product rounding error in the argument: up to half a float32 step of the scaled max, i.e. 512
 // at scaled scores near 1e10, so exp2 overflowed (NaN) or underflowed (a row taken for empty).
-// It costs one more FP32 instruction per score (FADD + FMUL for one FFMA).
+// It costs one more FP32 instruction per score (FADD + FMUL for one FFMA): in flash-sm80, measured
+// in one process on the H200, 5% at d64 and d128 and 1% at d256. The cheaper forms tried were
+// worse or wrong (docs/performance.md, v6): fused unless a warp's scaled max reaches 2^24 (one
+// vote per tile) lost 2% at d128 and 6% at d256 to the split loops; row sums from the tensor
+// cores (P times ones) won the time back but sum the P rounded to bf16, and LSE then missed its
+// 1e-3 bound (1.1e-3 on rows of 17 keys).
 //
 // The -inf guard: while every key seen so far is masked, new_max is -inf and S - new_max would be
 // (-inf) - (-inf) = NaN. Subtracting 0 instead gives exp2(-inf) = 0 for masked scores and
