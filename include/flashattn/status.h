@@ -18,6 +18,8 @@ enum class StatusCode {
   kMisaligned,           // base pointer not 16-byte aligned
   kUnsupportedHeadDim,   // head_dim outside the supported set (the message lists it)
   kInvalidScale,         // softmax scale non-finite or <= 0
+  kInvalidArgument,      // an option out of range: window, softcap, max_seqlen, cu_seqlens values,
+                         // workspace
   kInvalidDevice,        // tensors on different devices, host pointer for a CUDA tensor, ...
   kAliasing,             // an output overlaps an input
   kUnknownBackend,       // no backend of that name

@@ -10,11 +10,13 @@
 
 namespace flashattn {
 
-enum class DType { kBF16, kFP16, kFP32 };
+// kInt32 is for index tensors (cu_seqlens, seqused_k), never for q, k, v or out.
+enum class DType { kBF16, kFP16, kFP32, kInt32 };
 
-std::string_view dtype_name(DType dtype);       // "bf16", "fp16", "fp32"
+std::string_view dtype_name(DType dtype);       // "bf16", "fp16", "fp32", "int32"
 std::size_t dtype_size(DType dtype);            // bytes per element
-bool parse_dtype(std::string_view name, DType* out);  // accepts bf16|bfloat16|fp16|float16|half|fp32|float32
+// The value dtypes: bf16|bfloat16|fp16|float16|half|fp32|float32 (int32 is not one of them).
+bool parse_dtype(std::string_view name, DType* out);
 
 enum class DeviceType { kCPU, kCUDA };
 

@@ -7,7 +7,7 @@
 //
 // Exception mapping (StatusCode -> Python):
 //   invalid_rank, invalid_shape, invalid_stride, misaligned, unsupported_head_dim, invalid_scale,
-//   aliasing, null_pointer, unknown_backend                   -> ValueError
+//   invalid_argument, aliasing, null_pointer, unknown_backend -> ValueError
 //   invalid_dtype                                             -> TypeError
 //   invalid_device, backend_unavailable, unsupported, out_of_memory, cuda_error, internal
 //                                                             -> RuntimeError
@@ -51,6 +51,7 @@ using OutputArray = nb::ndarray<>;
     case StatusCode::kMisaligned:
     case StatusCode::kUnsupportedHeadDim:
     case StatusCode::kInvalidScale:
+    case StatusCode::kInvalidArgument:
     case StatusCode::kAliasing:
     case StatusCode::kNullPointer:
     case StatusCode::kUnknownBackend:

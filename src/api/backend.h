@@ -9,6 +9,22 @@
 
 namespace flashattn {
 
+// The problem variants: ForwardParams fields beyond the dense (causal) problem. A backend declares
+// the ones it implements (Backend::variants()); the registry refuses params that use another one
+// before supports() is asked, so no backend ever ignores an option.
+enum Variant : unsigned {
+  kVariantWindow = 1u << 0,   // window_left / window_right other than -1
+  kVariantSoftcap = 1u << 1,  // softcap > 0
+  kVariantAlibi = 1u << 2,    // alibi_slopes
+  kVariantSinks = 1u << 3,    // sinks
+  kVariantVarlen = 1u << 4,   // cu_seqlens_q / cu_seqlens_k (and seqused_k)
+};
+constexpr unsigned kAllVariants =
+    kVariantWindow | kVariantSoftcap | kVariantAlibi | kVariantSinks | kVariantVarlen;
+
+// The variants `params` uses.
+unsigned variants_used(const ForwardParams& params);
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -17,13 +33,20 @@ class Backend {
   virtual DeviceType device_type() const = 0;
   // Built in and runnable on this machine (device present, architecture new enough).
   virtual Status usable() const = 0;
-  // Whether this backend covers these (already validated) params; the message says what not.
+  // The variants it implements (a mask of Variant).
+  virtual unsigned variants() const = 0;
+  // Whether this backend covers these (already validated) params, their variants aside; the
+  // message says what not.
   virtual Status supports(const ForwardParams& params) const = 0;
   // Scratch bytes run() will allocate.
   virtual std::size_t workspace_bytes(const ForwardParams& /*params*/) const { return 0; }
   // Runs on validated, supported params. Writes nothing on error.
   virtual Status run(const ForwardParams& params, StreamHandle stream) const = 0;
 };
+
+// Ok when `backend` implements every variant `params` uses and supports() accepts them; else
+// kUnsupported naming the first variant or supports()'s reason.
+Status check_supported(const Backend& backend, const ForwardParams& params);
 
 // Registry order is the order list_backends() reports and "auto" prefers within a device type.
 const Backend* find_backend(std::string_view name);

@@ -33,6 +33,30 @@ bool params_empty(const ForwardParams& p) {
 
 }  // namespace
 
+unsigned variants_used(const ForwardParams& p) {
+  unsigned used = 0;
+  if (p.window_left != -1 || p.window_right != -1) used |= kVariantWindow;
+  if (p.softcap > 0.0f) used |= kVariantSoftcap;
+  if (p.alibi_slopes.defined()) used |= kVariantAlibi;
+  if (p.sinks.defined()) used |= kVariantSinks;
+  if (p.varlen()) used |= kVariantVarlen;
+  return used;
+}
+
+Status check_supported(const Backend& b, const ForwardParams& p) {
+  const unsigned missing = variants_used(p) & ~b.variants();
+  if (missing != 0) {
+    const char* what = (missing & kVariantWindow)    ? "a sliding window (window_left / window_right)"
+                       : (missing & kVariantSoftcap) ? "softcap"
+                       : (missing & kVariantAlibi)   ? "ALiBi slopes (alibi_slopes)"
+                       : (missing & kVariantSinks)   ? "attention sinks (sinks)"
+                                                     : "variable length (cu_seqlens_q / cu_seqlens_k)";
+    return Status(StatusCode::kUnsupported,
+                  "backend \"" + std::string(b.name()) + "\" does not implement " + what);
+  }
+  return b.supports(p);
+}
+
 const Backend* find_backend(std::string_view name) {
   for (const Backend* b : registry()) {
     if (b->name() == name) return b;
@@ -72,7 +96,7 @@ Status resolve_backend(const ForwardParams& p, std::string_view requested, std::
     for (std::string_view n : names) {
       const Backend* b = find_backend(n);
       Status st = b->usable();
-      if (st.ok()) st = b->supports(p);
+      if (st.ok()) st = check_supported(*b, p);
       if (st.ok()) {
         *name = std::string(n);
         return true;
@@ -114,7 +138,7 @@ Status forward(const ForwardParams& p, std::string_view backend, StreamHandle st
     return Status(StatusCode::kBackendUnavailable, "backend \"" + name + "\" is not usable here: " +
                                                        st.message());
   }
-  st = b->supports(p);
+  st = check_supported(*b, p);
   if (!st.ok()) return st;
   if (params_empty(p)) return Status::Ok();  // no output element exists: launch nothing
   if (b->device_type() == DeviceType::kCUDA) {

@@ -13,6 +13,7 @@ std::string_view status_code_name(StatusCode code) {
     case StatusCode::kMisaligned: return "misaligned";
     case StatusCode::kUnsupportedHeadDim: return "unsupported_head_dim";
     case StatusCode::kInvalidScale: return "invalid_scale";
+    case StatusCode::kInvalidArgument: return "invalid_argument";
     case StatusCode::kInvalidDevice: return "invalid_device";
     case StatusCode::kAliasing: return "aliasing";
     case StatusCode::kUnknownBackend: return "unknown_backend";

@@ -11,6 +11,7 @@ std::string_view dtype_name(DType dtype) {
     case DType::kBF16: return "bf16";
     case DType::kFP16: return "fp16";
     case DType::kFP32: return "fp32";
+    case DType::kInt32: return "int32";
   }
   return "?";
 }
@@ -20,7 +21,9 @@ std::string device_name(Device device) {
                                          : "cuda:" + std::to_string(device.index);
 }
 
-std::size_t dtype_size(DType dtype) { return dtype == DType::kFP32 ? 4 : 2; }
+std::size_t dtype_size(DType dtype) {
+  return dtype == DType::kFP32 || dtype == DType::kInt32 ? 4 : 2;
+}
 
 bool parse_dtype(std::string_view name, DType* out) {
   std::string s(name);

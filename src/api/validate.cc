@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdint>
+#include <initializer_list>
 #include <utility>
 #include <string>
 
@@ -109,16 +110,166 @@ std::string supported_head_dims() {
     if (!_st.ok()) return _st;            \
   } while (0)
 
+// Outputs are written through their strides: a zero stride on a dim of size > 1 would make two
+// output elements one address.
+Status check_no_zero_stride(const TensorView& t, const char* name) {
+  if (t.numel() == 0) return Status::Ok();
+  for (int d = 0; d < t.rank; ++d) {
+    if (t.shape[d] > 1 && t.stride[d] == 0) {
+      return fail(StatusCode::kInvalidStride,
+                  std::string(name) + ".stride[" + std::to_string(d) + "] = 0 with " + name +
+                      ".shape[" + std::to_string(d) + "] = " + std::to_string(t.shape[d]) +
+                      ": an output needs a distinct address per element");
+    }
+  }
+  return Status::Ok();
+}
+
+// A 1-D (or 2-D) float32 / int32 side input: dtype, shape, contiguous, pointer, device.
+Status check_side_tensor(const TensorView& t, const char* name, DType dtype,
+                         std::initializer_list<std::int64_t> shape, const char* layout,
+                         Device device) {
+  if (t.dtype != dtype) {
+    return fail(StatusCode::kInvalidDtype, std::string(name) + ".dtype = " +
+                                               std::string(dtype_name(t.dtype)) + ", expected " +
+                                               std::string(dtype_name(dtype)));
+  }
+  const int rank = static_cast<int>(shape.size());
+  if (t.rank != rank) {
+    return fail(StatusCode::kInvalidRank, std::string(name) + ".rank = " + std::to_string(t.rank) +
+                                              ", expected " + std::to_string(rank) + " " + layout);
+  }
+  int d = 0;
+  for (std::int64_t want : shape) {
+    if (t.shape[d] != want) {
+      return fail(StatusCode::kInvalidShape, std::string(name) + ".shape[" + std::to_string(d) +
+                                                 "] = " + std::to_string(t.shape[d]) +
+                                                 ", expected " + std::to_string(want) + " " +
+                                                 layout);
+    }
+    ++d;
+  }
+  // Contiguous: the kernels read these by index.
+  std::int64_t running = 1;
+  for (int i = rank - 1; i >= 0; --i) {
+    if (t.shape[i] > 1 && t.stride[i] != running) {
+      return fail(StatusCode::kInvalidStride,
+                  std::string(name) + ".stride[" + std::to_string(i) + "] = " +
+                      std::to_string(t.stride[i]) + ", expected " + std::to_string(running) +
+                      " (contiguous)");
+    }
+    running *= t.shape[i];
+  }
+  FA_RETURN_IF_ERROR(check_pointer(t, name, static_cast<std::int64_t>(dtype_size(dtype))));
+  if (t.device != device) {
+    return fail(StatusCode::kInvalidDevice, std::string(name) + ".device = " +
+                                                device_name(t.device) + " must equal q.device = " +
+                                                device_name(device));
+  }
+  return Status::Ok();
+}
+
+// The values of the varlen index tensors, when they are host memory (CPU tensors): offsets start
+// at 0, never decrease, end within the packed tensors, and every length fits max_seqlen; seqused_k
+// within its sequence. On a CUDA device the values are not read here (that would synchronize);
+// the kernels clamp them to the tensors.
+Status check_varlen_values(const ForwardParams& p, std::int64_t batch) {
+  if (p.cu_seqlens_q.device.type != DeviceType::kCPU) return Status::Ok();
+  struct Offsets {
+    const TensorView* t;
+    const char* name;
+    std::int64_t total, max_len;
+    const char* total_name;
+    const char* max_name;
+  };
+  const Offsets lists[] = {
+      {&p.cu_seqlens_q, "cu_seqlens_q", p.q.shape[0], p.max_seqlen_q, "q.shape[0] (total_q)",
+       "max_seqlen_q"},
+      {&p.cu_seqlens_k, "cu_seqlens_k", p.k.shape[0], p.max_seqlen_k, "k.shape[0] (total_k)",
+       "max_seqlen_k"}};
+  for (const Offsets& o : lists) {
+    const auto* c = static_cast<const std::int32_t*>(o.t->data);
+    if (c[0] != 0) {
+      return fail(StatusCode::kInvalidArgument,
+                  std::string(o.name) + "[0] = " + std::to_string(c[0]) + ", expected 0");
+    }
+    for (std::int64_t b = 0; b < batch; ++b) {
+      const std::int64_t len = static_cast<std::int64_t>(c[b + 1]) - c[b];
+      if (len < 0) {
+        return fail(StatusCode::kInvalidArgument,
+                    std::string(o.name) + "[" + std::to_string(b + 1) + "] = " +
+                        std::to_string(c[b + 1]) + " < " + o.name + "[" + std::to_string(b) +
+                        "] = " + std::to_string(c[b]) + ": offsets must not decrease");
+      }
+      if (len > o.max_len) {
+        return fail(StatusCode::kInvalidArgument,
+                    std::string(o.max_name) + " = " + std::to_string(o.max_len) +
+                        " is below the length of sequence " + std::to_string(b) + " (" +
+                        std::to_string(len) + ", from " + o.name + ")");
+      }
+    }
+    if (c[batch] > o.total) {
+      return fail(StatusCode::kInvalidArgument,
+                  std::string(o.name) + "[" + std::to_string(batch) + "] = " +
+                      std::to_string(c[batch]) + " is past " + o.total_name + " = " +
+                      std::to_string(o.total));
+    }
+  }
+  if (p.seqused_k.defined()) {
+    const auto* used = static_cast<const std::int32_t*>(p.seqused_k.data);
+    const auto* ck = static_cast<const std::int32_t*>(p.cu_seqlens_k.data);
+    for (std::int64_t b = 0; b < batch; ++b) {
+      const std::int64_t len = static_cast<std::int64_t>(ck[b + 1]) - ck[b];
+      if (used[b] < 0 || used[b] > len) {
+        return fail(StatusCode::kInvalidArgument,
+                    "seqused_k[" + std::to_string(b) + "] = " + std::to_string(used[b]) +
+                        ", expected 0 to " + std::to_string(len) +
+                        " (sequence " + std::to_string(b) + "'s keys in cu_seqlens_k)");
+      }
+    }
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 Status validate(const ForwardParams& p) {
   const bool has_lse = p.lse.defined();
+  const bool varlen = p.varlen();
+  if (p.cu_seqlens_q.defined() != p.cu_seqlens_k.defined()) {
+    return fail(StatusCode::kInvalidArgument,
+                std::string(p.cu_seqlens_q.defined() ? "cu_seqlens_q" : "cu_seqlens_k") +
+                    " is given without " +
+                    (p.cu_seqlens_q.defined() ? "cu_seqlens_k" : "cu_seqlens_q") +
+                    ": variable length needs both");
+  }
+  if (p.seqused_k.defined() && !varlen) {
+    return fail(StatusCode::kInvalidArgument,
+                "seqused_k is given without cu_seqlens_q / cu_seqlens_k: it limits the keys of "
+                "variable-length sequences");
+  }
+  // The dims of q, k, v and out: dense (batch, seq, heads, head_dim), varlen (total, heads,
+  // head_dim).
+  const int rank = varlen ? 3 : 4;
+  const int h_dim = rank - 2, d_dim = rank - 1;
+
   // 1. Ranks and non-negative sizes.
-  FA_RETURN_IF_ERROR(check_rank(p.q, "q", 4, "(batch, seqlen_q, heads, head_dim)"));
-  FA_RETURN_IF_ERROR(check_rank(p.k, "k", 4, "(batch, seqlen_k, kv_heads, head_dim)"));
-  FA_RETURN_IF_ERROR(check_rank(p.v, "v", 4, "(batch, seqlen_k, kv_heads, head_dim)"));
-  FA_RETURN_IF_ERROR(check_rank(p.out, "out", 4, "(batch, seqlen_q, heads, head_dim)"));
-  if (has_lse) FA_RETURN_IF_ERROR(check_rank(p.lse, "lse", 3, "(batch, heads, seqlen_q)"));
+  FA_RETURN_IF_ERROR(check_rank(p.q, "q", rank,
+                                varlen ? "(total_q, heads, head_dim)"
+                                       : "(batch, seqlen_q, heads, head_dim)"));
+  FA_RETURN_IF_ERROR(check_rank(p.k, "k", rank,
+                                varlen ? "(total_k, kv_heads, head_dim)"
+                                       : "(batch, seqlen_k, kv_heads, head_dim)"));
+  FA_RETURN_IF_ERROR(check_rank(p.v, "v", rank,
+                                varlen ? "(total_k, kv_heads, head_dim)"
+                                       : "(batch, seqlen_k, kv_heads, head_dim)"));
+  FA_RETURN_IF_ERROR(check_rank(p.out, "out", rank,
+                                varlen ? "(total_q, heads, head_dim)"
+                                       : "(batch, seqlen_q, heads, head_dim)"));
+  if (has_lse) {
+    FA_RETURN_IF_ERROR(varlen ? check_rank(p.lse, "lse", 2, "(heads, total_q)")
+                              : check_rank(p.lse, "lse", 3, "(batch, heads, seqlen_q)"));
+  }
 
   // 2. Dtypes: q, k, v, out share one; LSE is float32.
   for (auto [t, name] : {std::pair{&p.k, "k"}, std::pair{&p.v, "v"}, std::pair{&p.out, "out"}}) {
@@ -130,9 +281,13 @@ Status validate(const ForwardParams& p) {
     }
   }
   if (p.q.dtype != DType::kBF16 && p.q.dtype != DType::kFP16 && p.q.dtype != DType::kFP32) {
+    const std::string_view name = dtype_name(p.q.dtype);
     return fail(StatusCode::kInvalidDtype,
-                "q.dtype = " + std::to_string(static_cast<int>(p.q.dtype)) +
-                    " (not a DType value), expected one of bf16, fp16, fp32");
+                "q.dtype = " +
+                    (name == "?" ? std::to_string(static_cast<int>(p.q.dtype)) +
+                                       " (not a DType value)"
+                                 : std::string(name)) +
+                    ", expected one of bf16, fp16, fp32");
   }
   if (has_lse && p.lse.dtype != DType::kFP32) {
     return fail(StatusCode::kInvalidDtype,
@@ -140,53 +295,86 @@ Status validate(const ForwardParams& p) {
   }
 
   // 3. Shapes agree.
-  FA_RETURN_IF_ERROR(check_same_dim(p.k, "k", 0, p.q, "q", 0, "batch"));
-  FA_RETURN_IF_ERROR(check_same_dim(p.k, "k", 3, p.q, "q", 3, "head_dim"));
-  for (int d = 0; d < 4; ++d) {
-    static const char* kNames[] = {"batch", "seqlen_k", "kv_heads", "head_dim"};
-    FA_RETURN_IF_ERROR(check_same_dim(p.v, "v", d, p.k, "k", d, kNames[d]));
+  if (!varlen) FA_RETURN_IF_ERROR(check_same_dim(p.k, "k", 0, p.q, "q", 0, "batch"));
+  FA_RETURN_IF_ERROR(check_same_dim(p.k, "k", d_dim, p.q, "q", d_dim, "head_dim"));
+  for (int d = 0; d < rank; ++d) {
+    static const char* kDense[] = {"batch", "seqlen_k", "kv_heads", "head_dim"};
+    static const char* kPacked[] = {"total_k", "kv_heads", "head_dim"};
+    FA_RETURN_IF_ERROR(check_same_dim(p.v, "v", d, p.k, "k", d, varlen ? kPacked[d] : kDense[d]));
   }
-  for (int d = 0; d < 4; ++d) {
-    static const char* kNames[] = {"batch", "seqlen_q", "heads", "head_dim"};
-    FA_RETURN_IF_ERROR(check_same_dim(p.out, "out", d, p.q, "q", d, kNames[d]));
+  for (int d = 0; d < rank; ++d) {
+    static const char* kDense[] = {"batch", "seqlen_q", "heads", "head_dim"};
+    static const char* kPacked[] = {"total_q", "heads", "head_dim"};
+    FA_RETURN_IF_ERROR(
+        check_same_dim(p.out, "out", d, p.q, "q", d, varlen ? kPacked[d] : kDense[d]));
   }
-  if (has_lse) {
+  if (has_lse && varlen) {
+    FA_RETURN_IF_ERROR(check_same_dim(p.lse, "lse", 0, p.q, "q", 1, "heads"));
+    FA_RETURN_IF_ERROR(check_same_dim(p.lse, "lse", 1, p.q, "q", 0, "total_q"));
+  } else if (has_lse) {
     FA_RETURN_IF_ERROR(check_same_dim(p.lse, "lse", 0, p.q, "q", 0, "batch"));
     FA_RETURN_IF_ERROR(check_same_dim(p.lse, "lse", 1, p.q, "q", 2, "heads"));
     FA_RETURN_IF_ERROR(check_same_dim(p.lse, "lse", 2, p.q, "q", 1, "seqlen_q"));
   }
-  const std::int64_t heads = p.q.shape[2], kv_heads = p.k.shape[2];
+  const std::int64_t heads = p.q.shape[h_dim], kv_heads = p.k.shape[h_dim];
+  const std::string q_heads = "q.shape[" + std::to_string(h_dim) + "] (heads)";
+  const std::string k_heads = "k.shape[" + std::to_string(h_dim) + "] (kv heads)";
   if (kv_heads == 0 && heads > 0) {
     return fail(StatusCode::kInvalidShape,
-                "k.shape[2] (kv heads) = 0, expected >= 1 when q.shape[2] (heads) = " +
-                    std::to_string(heads));
+                k_heads + " = 0, expected >= 1 when " + q_heads + " = " + std::to_string(heads));
   }
   if (kv_heads > 0 && heads % kv_heads != 0) {
-    return fail(StatusCode::kInvalidShape, "k.shape[2] (kv heads) = " + std::to_string(kv_heads) +
-                                               " must divide q.shape[2] (heads) = " +
+    return fail(StatusCode::kInvalidShape, k_heads + " = " + std::to_string(kv_heads) +
+                                               " must divide " + q_heads + " = " +
                                                std::to_string(heads));
   }
 
   // 4. Head dim.
-  const std::int64_t d = p.q.shape[3];
+  const std::int64_t d = p.q.shape[d_dim];
   if (d < kHeadDimStep || d > kMaxHeadDim || d % kHeadDimStep != 0) {
-    return fail(StatusCode::kUnsupportedHeadDim, "q.shape[3] (head_dim) = " + std::to_string(d) +
-                                                     " is not supported; supported: " +
-                                                     supported_head_dims());
+    return fail(StatusCode::kUnsupportedHeadDim,
+                "q.shape[" + std::to_string(d_dim) + "] (head_dim) = " + std::to_string(d) +
+                    " is not supported; supported: " + supported_head_dims());
   }
 
-  // 5. Scale.
+  // 5. Scalars: scale, window, softcap, max_seqlen, workspace.
+  // snprintf, not an ostringstream: this runs inside the Python extension, where the first
+  // iostream use crashed on the H200 machine (libstdc++ iostream init of a newer GCC's objects
+  // against the process's libstdc++).
+  char text[160];
   if (p.softmax_scale.has_value()) {
     const float s = *p.softmax_scale;
     if (!std::isfinite(s) || s <= 0.0f) {
-      // snprintf, not an ostringstream: this runs inside the Python extension, where the first
-      // iostream use crashed on the H200 machine (libstdc++ iostream init of a newer GCC's
-      // objects against the process's libstdc++).
-      char text[96];
       std::snprintf(text, sizeof(text), "softmax_scale = %g, expected a finite value > 0",
                     static_cast<double>(s));
       return fail(StatusCode::kInvalidScale, text);
     }
+  }
+  for (auto [w, name] : {std::pair{p.window_left, "window_left"},
+                         std::pair{p.window_right, "window_right"}}) {
+    if (w < -1) {
+      return fail(StatusCode::kInvalidArgument,
+                  std::string(name) + " = " + std::to_string(w) +
+                      ", expected -1 (unbounded) or a key count >= 0");
+    }
+  }
+  if (!std::isfinite(p.softcap) || p.softcap < 0.0f) {
+    std::snprintf(text, sizeof(text), "softcap = %g, expected a finite value >= 0 (0 is off)",
+                  static_cast<double>(p.softcap));
+    return fail(StatusCode::kInvalidArgument, text);
+  }
+  if (varlen) {
+    for (auto [m, name] : {std::pair{p.max_seqlen_q, "max_seqlen_q"},
+                           std::pair{p.max_seqlen_k, "max_seqlen_k"}}) {
+      if (m < 0) {
+        return fail(StatusCode::kInvalidArgument,
+                    std::string(name) + " = " + std::to_string(m) + ", expected >= 0");
+      }
+    }
+  }
+  if (p.workspace_size > 0 && p.workspace == nullptr) {
+    return fail(StatusCode::kNullPointer, "workspace is null but workspace_size = " +
+                                              std::to_string(p.workspace_size) + " bytes");
   }
 
   // 6. Strides, then pointers and alignment: a reversed view (x[..., ::-1]) starts at its row's
@@ -196,9 +384,11 @@ Status validate(const ForwardParams& p) {
     FA_RETURN_IF_ERROR(check_strides(*t, name, kRequiredAlignmentBytes));
     FA_RETURN_IF_ERROR(check_pointer(*t, name, kRequiredAlignmentBytes));
   }
+  FA_RETURN_IF_ERROR(check_no_zero_stride(p.out, "out"));
   if (has_lse) {
     FA_RETURN_IF_ERROR(check_strides(p.lse, "lse", 4));
     FA_RETURN_IF_ERROR(check_pointer(p.lse, "lse", 4));
+    FA_RETURN_IF_ERROR(check_no_zero_stride(p.lse, "lse"));
   }
 
   // 7. Devices: one device for all; a CUDA view must hold device memory of that device.
@@ -211,15 +401,57 @@ Status validate(const ForwardParams& p) {
                                                   device_name(p.q.device));
     }
   }
-  for (auto [t, name] : {std::pair{&p.q, "q"}, std::pair{&p.k, "k"}, std::pair{&p.v, "v"},
-                         std::pair{&p.out, "out"}, std::pair{&p.lse, "lse"}}) {
+
+  // 8. Side inputs: ALiBi slopes, sinks, the varlen offsets.
+  const std::int64_t batch = varlen ? p.cu_seqlens_q.shape[0] - 1 : p.q.shape[0];
+  if (p.alibi_slopes.defined()) {
+    if (p.alibi_slopes.rank == 2) {
+      FA_RETURN_IF_ERROR(check_side_tensor(p.alibi_slopes, "alibi_slopes", DType::kFP32,
+                                           {batch, heads}, "(batch, heads)", p.q.device));
+    } else {
+      FA_RETURN_IF_ERROR(check_side_tensor(p.alibi_slopes, "alibi_slopes", DType::kFP32, {heads},
+                                           "(heads) or (batch, heads)", p.q.device));
+    }
+  }
+  if (p.sinks.defined()) {
+    FA_RETURN_IF_ERROR(
+        check_side_tensor(p.sinks, "sinks", DType::kFP32, {heads}, "(heads)", p.q.device));
+  }
+  if (varlen) {
+    if (p.cu_seqlens_q.rank != 1 || p.cu_seqlens_q.shape[0] < 1) {
+      return fail(StatusCode::kInvalidShape,
+                  "cu_seqlens_q must be int32 (batch + 1) with batch + 1 >= 1, got rank " +
+                      std::to_string(p.cu_seqlens_q.rank) +
+                      (p.cu_seqlens_q.rank == 1
+                           ? " and shape[0] = " + std::to_string(p.cu_seqlens_q.shape[0])
+                           : std::string()));
+    }
+    FA_RETURN_IF_ERROR(check_side_tensor(p.cu_seqlens_q, "cu_seqlens_q", DType::kInt32,
+                                         {batch + 1}, "(batch + 1)", p.q.device));
+    FA_RETURN_IF_ERROR(check_side_tensor(p.cu_seqlens_k, "cu_seqlens_k", DType::kInt32,
+                                         {batch + 1}, "(batch + 1, as cu_seqlens_q)",
+                                         p.q.device));
+    if (p.seqused_k.defined()) {
+      FA_RETURN_IF_ERROR(check_side_tensor(p.seqused_k, "seqused_k", DType::kInt32, {batch},
+                                           "(batch)", p.q.device));
+    }
+  }
+  const std::pair<const TensorView*, const char*> all_views[] = {
+      {&p.q, "q"},         {&p.k, "k"},
+      {&p.v, "v"},         {&p.out, "out"},
+      {&p.lse, "lse"},     {&p.alibi_slopes, "alibi_slopes"},
+      {&p.sinks, "sinks"}, {&p.cu_seqlens_q, "cu_seqlens_q"},
+      {&p.cu_seqlens_k, "cu_seqlens_k"}, {&p.seqused_k, "seqused_k"}};
+  for (auto [t, name] : all_views) {
     if (t->defined() && t->numel() > 0) {
       FA_RETURN_IF_ERROR(cuda::check_pointer_device(t->data, t->device, name));
     }
   }
+  if (varlen) FA_RETURN_IF_ERROR(check_varlen_values(p, batch));
 
-  // 8. Outputs must not overlap inputs (or each other).
-  for (auto [t, name] : {std::pair{&p.q, "q"}, std::pair{&p.k, "k"}, std::pair{&p.v, "v"}}) {
+  // 9. Outputs must not overlap inputs (or each other).
+  for (auto [t, name] : all_views) {
+    if (t == &p.out || t == &p.lse) continue;
     if (overlaps(p.out, *t)) {
       return fail(StatusCode::kAliasing,
                   std::string("out overlaps ") + name + ": outputs must not alias inputs");
@@ -237,7 +469,7 @@ Status validate(const ForwardParams& p) {
 
 float ForwardParams::scale() const {
   if (softmax_scale.has_value()) return *softmax_scale;
-  return 1.0f / std::sqrt(static_cast<float>(q.shape[3]));
+  return 1.0f / std::sqrt(static_cast<float>(head_dim()));
 }
 
 }  // namespace flashattn

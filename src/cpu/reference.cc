@@ -153,6 +153,7 @@ class CpuReferenceBackend final : public Backend {
     std::int64_t threads = 0;
     return cpu::thread_count(&threads);
   }
+  unsigned variants() const override { return 0; }
   Status supports(const ForwardParams& /*params*/) const override { return Status::Ok(); }
   Status run(const ForwardParams& params, StreamHandle /*stream*/) const override {
     return cpu::naive_forward<double>(params);

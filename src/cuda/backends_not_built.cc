@@ -16,6 +16,7 @@ class NotBuiltBackend final : public Backend {
     return Status(StatusCode::kBackendUnavailable,
                   "not built (configure with -DFLASHATTN_BUILD_CUDA_KERNELS=ON)");
   }
+  unsigned variants() const override { return 0; }
   Status supports(const ForwardParams&) const override { return usable(); }
   Status run(const ForwardParams&, StreamHandle) const override { return usable(); }
 

@@ -20,7 +20,8 @@ std::uint32_t poison_bits(DType dtype) {
   switch (dtype) {
     case DType::kBF16: return float_bits(bf16_bits_to_float(h));
     case DType::kFP16: return float_bits(fp16_bits_to_float(h));
-    case DType::kFP32: return 0xFFFFFFFFu;
+    case DType::kFP32:
+    case DType::kInt32: return 0xFFFFFFFFu;
   }
   return 0xFFFFFFFFu;
 }

@@ -282,7 +282,8 @@ Tolerance dtype_tolerance(DType dtype, const Result& ref) {
   Tolerance tol;
   const double o_max = max_abs(ref.o);
   switch (dtype) {
-    case DType::kFP32: tol.o_abs = 1e-5; break;
+    case DType::kFP32:
+    case DType::kInt32: tol.o_abs = 1e-5; break;
     case DType::kBF16: tol.o_abs = 4 * std::ldexp(1.0, -8) * o_max + 1e-6; break;
     case DType::kFP16: tol.o_abs = 4 * std::ldexp(1.0, -11) * o_max + 1e-6; break;
   }

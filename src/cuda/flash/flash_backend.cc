@@ -16,6 +16,7 @@ Status dispatch_dtype(const cuda::KernelArgs& a, DType dtype, cudaStream_t strea
     case DType::kFP32: return cuda::launch_flash<float, kHeadDimMax>(a, stream);
     case DType::kBF16: return cuda::launch_flash<__nv_bfloat16, kHeadDimMax>(a, stream);
     case DType::kFP16: return cuda::launch_flash<__half, kHeadDimMax>(a, stream);
+    case DType::kInt32: break;  // not a value dtype: validate() refuses it
   }
   return Status(StatusCode::kInternal, "flash: unknown dtype");
 }
@@ -30,6 +31,7 @@ class FlashBackend final : public Backend {
   Status usable() const override {
     return cuda::backend_usable(&cuda::flash_kernels_available);
   }
+  unsigned variants() const override { return 0; }
   Status supports(const ForwardParams&) const override { return Status::Ok(); }
   Status run(const ForwardParams& p, StreamHandle stream) const override {
     const cuda::KernelArgs a = cuda::kernel_args_of(p);

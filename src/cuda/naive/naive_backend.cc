@@ -23,6 +23,7 @@ class NaiveBackend final : public Backend {
   Status usable() const override {
     return cuda::backend_usable(&cuda::naive_kernels_available);
   }
+  unsigned variants() const override { return 0; }
   Status supports(const ForwardParams&) const override { return Status::Ok(); }
   // Saturates: an S matrix too large to count needs more memory than any device has.
   std::size_t workspace_bytes(const ForwardParams& p) const override {

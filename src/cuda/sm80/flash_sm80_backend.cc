@@ -43,6 +43,7 @@ class FlashSm80Backend final : public Backend {
   Status usable() const override {
     return cuda::backend_usable(&cuda::flash_sm80_kernels_available);
   }
+  unsigned variants() const override { return 0; }
   Status supports(const ForwardParams& p) const override {
     if (p.q.dtype == DType::kFP32) {
       return Status(StatusCode::kUnsupported,

@@ -1,0 +1,100 @@
+// Which keys a query row sees: the one rule every backend, the references and the tile loops
+// use (host and device).
+//
+// Within one sequence of seqlen_q queries and seqlen_k keys, aligned bottom-right
+// (diag = seqlen_k - seqlen_q), query i sees key j iff
+//     0 <= j < seqlen_k,
+//     j >= i + diag - left    unless left  = -1 (unbounded), and
+//     j <= i + diag + right   unless right = -1.
+// That is FlashAttention's sliding window; causal is right = 0 (MaskRule::make folds it in).
+// A row whose range is empty (causal with seqlen_q > seqlen_k, a window past the keys,
+// seqlen_k = 0) sees no key: O = 0, LSE = -inf.
+//
+// Tiles: the keys any row of a block [m0, m0 + rows) sees form one interval, because both ends of
+// a row's range grow with i; a tile loop runs over the key tiles meeting it, and only tiles not
+// wholly inside every row's range need a per-element mask.
+#pragma once
+
+#include <cstdint>
+
+#include "common/host_device.h"
+
+namespace flashattn {
+
+struct KeyRange {
+  std::int64_t begin = 0, end = 0;  // [begin, end); empty when begin >= end
+  FA_HOST_DEVICE bool empty() const { return begin >= end; }
+};
+
+struct MaskRule {
+  std::int64_t seqlen_q = 0, seqlen_k = 0;
+  std::int64_t left = -1, right = -1;  // -1: unbounded on that side
+
+  // The rule of one sequence; causal forces right = 0 (FlashAttention: causal means the window's
+  // right edge is the diagonal; a given left still applies).
+  FA_HOST_DEVICE static MaskRule make(std::int64_t seqlen_q, std::int64_t seqlen_k,
+                                      std::int64_t left, std::int64_t right, bool causal) {
+    MaskRule r;
+    r.seqlen_q = seqlen_q;
+    r.seqlen_k = seqlen_k;
+    r.left = left;
+    r.right = causal ? 0 : right;
+    return r;
+  }
+
+  FA_HOST_DEVICE std::int64_t diag() const { return seqlen_k - seqlen_q; }
+  // Whether any key can be masked for some row (false: every row sees every key).
+  FA_HOST_DEVICE bool bounded() const { return left >= 0 || right >= 0; }
+
+  // Keys row i sees, clamped to [0, seqlen_k].
+  FA_HOST_DEVICE KeyRange row_range(std::int64_t i) const {
+    KeyRange r{0, seqlen_k};
+    if (left >= 0) r.begin = clamp(i + diag() - left, 0, seqlen_k);
+    if (right >= 0) r.end = clamp(i + diag() + right + 1, 0, seqlen_k);
+    return r;
+  }
+
+  FA_HOST_DEVICE bool visible(std::int64_t i, std::int64_t j) const {
+    const KeyRange r = row_range(i);
+    return j >= r.begin && j < r.end;
+  }
+
+  // Keys any row of [m0, m0 + rows) sees (rows past seqlen_q are ignored): the first row's begin
+  // to the last row's end. Empty when the block sees nothing.
+  FA_HOST_DEVICE KeyRange block_range(std::int64_t m0, std::int64_t rows) const {
+    const std::int64_t last = (m0 + rows < seqlen_q ? m0 + rows : seqlen_q) - 1;
+    if (last < m0) return KeyRange{0, 0};
+    return KeyRange{row_range(m0).begin, row_range(last).end};
+  }
+
+  // Key tiles [first, end) of width block_n meeting block_range (first >= end: none).
+  FA_HOST_DEVICE void tile_range(std::int64_t m0, std::int64_t rows, std::int64_t block_n,
+                                 std::int64_t* first, std::int64_t* end) const {
+    const KeyRange r = block_range(m0, rows);
+    if (r.empty()) {
+      *first = *end = 0;
+      return;
+    }
+    *first = r.begin / block_n;
+    *end = (r.end + block_n - 1) / block_n;
+  }
+
+  // Whether the tile [n0, n0 + cols) needs a per-element mask for rows [m0, m0 + rows): false
+  // when every (in-range) row sees every key of it. Keys past seqlen_k always need masking.
+  FA_HOST_DEVICE bool tile_needs_mask(std::int64_t m0, std::int64_t rows, std::int64_t n0,
+                                      std::int64_t cols) const {
+    if (n0 + cols > seqlen_k) return true;
+    const std::int64_t last = (m0 + rows < seqlen_q ? m0 + rows : seqlen_q) - 1;
+    if (last < m0) return false;
+    // Every row's range contains the tile iff the last row starts at or before n0 and the
+    // first row ends at or after n0 + cols (begin and end grow with the row).
+    return row_range(last).begin > n0 || row_range(m0).end < n0 + cols;
+  }
+
+ private:
+  FA_HOST_DEVICE static std::int64_t clamp(std::int64_t x, std::int64_t lo, std::int64_t hi) {
+    return x < lo ? lo : (x > hi ? hi : x);
+  }
+};
+
+}  // namespace flashattn
