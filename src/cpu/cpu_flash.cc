@@ -241,8 +241,7 @@ class FlashWorker {
       if (a_.lse != nullptr) {
         // ln(sum exp(scale * S)) = (row_max * c + log2(row_sum)) * ln(2), the GPU kernels'
         // finalize_lse.
-        const float lse =
-            empty ? sink : (row_max * exp2_scale_ + std::log2(row_sum)) * kLn2;
+        const float lse = empty ? sink : (row_max * exp2_scale_ + std::log2(row_sum)) * kLn2;
         a_.lse[b * a_.lse_stride[0] + h * a_.lse_stride[1] + row * a_.lse_stride[2]] = lse;
       }
     }
@@ -255,7 +254,7 @@ class FlashWorker {
   const AttentionArgs& a_;
   TileBuffers& buf_;
   std::int64_t head_dim_ = 0, group_ = 1;
-  bool natural_ = false;    // scores in natural units (softcap or ALiBi), else raw Q K^T
+  bool natural_ = false;     // scores in natural units (softcap or ALiBi), else raw Q K^T
   float exp2_scale_ = 0.0f;  // c: log2(e) for natural scores, scale * log2(e) for raw ones
 };
 

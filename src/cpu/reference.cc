@@ -58,8 +58,9 @@ Status naive_attention(const AttentionArgs& a, Sink sink) {
     for (std::int64_t j = 0; j < seqlen_k; ++j) {
       const std::int64_t key = seq.k_row0 + j;
       for (std::int64_t d = 0; d < head_dim; ++d) {
-        k_mat[j * head_dim + d] = load_as_float(a.k, a.dtype, offset(a.k_stride, b, key, kv_h, d));
-        v_mat[j * head_dim + d] = load_as_float(a.v, a.dtype, offset(a.v_stride, b, key, kv_h, d));
+        const std::int64_t at = j * head_dim + d;
+        k_mat[at] = load_as_float(a.k, a.dtype, offset(a.k_stride, b, key, kv_h, d));
+        v_mat[at] = load_as_float(a.v, a.dtype, offset(a.v_stride, b, key, kv_h, d));
       }
     }
     std::vector<Acc> q_row(static_cast<std::size_t>(head_dim));

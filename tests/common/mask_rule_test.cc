@@ -21,8 +21,8 @@ constexpr std::int64_t kMax = std::numeric_limits<std::int64_t>::max();
 
 // The definition (params.h), written so that no operand can overflow: query i sees key j iff
 // 0 <= j < seqlen_k, i + diag - j <= left (left = -1: no bound) and j - (i + diag) <= right.
-bool visible_by_definition(std::int64_t sq, std::int64_t sk, std::int64_t left,
-                           std::int64_t right, bool causal, std::int64_t i, std::int64_t j) {
+bool visible_by_definition(std::int64_t sq, std::int64_t sk, std::int64_t left, std::int64_t right,
+                           bool causal, std::int64_t i, std::int64_t j) {
   if (j < 0 || j >= sk) return false;
   if (causal) right = 0;
   const std::int64_t behind = i + (sk - sq) - j;  // > 0: key before the diagonal
@@ -75,14 +75,13 @@ int check_rule(const Case& c, const std::vector<std::int64_t>& block_ms,
     }
     // The visible keys form one interval, and row_range is it.
     const KeyRange r = rule.row_range(i);
-    const bool ok = br.count == 0
-                        ? r.empty() && r.begin >= 0 && r.end <= c.sk
-                        : br.count == br.last - br.first + 1 && r.begin == br.first &&
-                              r.end == br.last + 1;
+    const bool ok = br.count == 0 ? r.empty() && r.begin >= 0 && r.end <= c.sk
+                                  : br.count == br.last - br.first + 1 && r.begin == br.first &&
+                                        r.end == br.last + 1;
     if (!ok) {
       ADD_FAILURE() << c.to_string() << ": row_range(" << i << ") = [" << r.begin << ", " << r.end
-                    << "), brute force " << br.count << " keys in [" << br.first << ", "
-                    << br.last << "]";
+                    << "), brute force " << br.count << " keys in [" << br.first << ", " << br.last
+                    << "]";
       if (++failures > 10) return failures;
     }
   }
@@ -128,8 +127,8 @@ int check_rule(const Case& c, const std::vector<std::int64_t>& block_ms,
             hidden = row.count == 0 || row.first > n0 || row.last < n0 + block_n - 1;
           }
           if (rule.tile_needs_mask(m0, block_m, n0, block_n) != hidden) {
-            ADD_FAILURE() << c.to_string() << ": tile_needs_mask(" << m0 << ", " << block_m
-                          << ", " << n0 << ", " << block_n << ") = " << !hidden;
+            ADD_FAILURE() << c.to_string() << ": tile_needs_mask(" << m0 << ", " << block_m << ", "
+                          << n0 << ", " << block_n << ") = " << !hidden;
             if (++failures > 10) return failures;
           }
         }
@@ -175,8 +174,8 @@ TEST(MaskRule, TileSizedSequences) {
     for (std::int64_t sk : lengths) {
       for (std::int64_t left : {std::int64_t{-1}, std::int64_t{0}, std::int64_t{1},
                                 std::int64_t{31}, std::int64_t{64}, std::int64_t{127}, kMax}) {
-        for (std::int64_t right : {std::int64_t{-1}, std::int64_t{0}, std::int64_t{7},
-                                   std::int64_t{64}, kMax}) {
+        for (std::int64_t right :
+             {std::int64_t{-1}, std::int64_t{0}, std::int64_t{7}, std::int64_t{64}, kMax}) {
           for (bool causal : {false, true}) {
             if (check_rule({sq, sk, left, right, causal}, {16, 64, 128}, {32, 64}) > 0) return;
           }
