@@ -143,14 +143,15 @@ class FlashWorker {
   // does not depend on the thread count or on vectorization across c.
   void compute_scores(std::int64_t rows) {
     for (std::int64_t r = 0; r < rows; ++r) {
-      float* s_row = &buf_.s_tile[r * kBlockN];
-      std::fill(s_row, s_row + kBlockN, 0.0f);
+      // A local accumulator row: it aliases nothing, so the compiler keeps it in registers.
+      float s_acc[kBlockN] = {};
       const float* q_row = &buf_.q_tile[r * head_dim_];
       for (std::int64_t d = 0; d < head_dim_; ++d) {
         const float q_val = q_row[d];
         const float* k_col = &buf_.k_tile_t[d * kBlockN];
-        for (std::int64_t c = 0; c < kBlockN; ++c) s_row[c] += q_val * k_col[c];
+        for (std::int64_t c = 0; c < kBlockN; ++c) s_acc[c] += q_val * k_col[c];
       }
+      std::copy(s_acc, s_acc + kBlockN, &buf_.s_tile[r * kBlockN]);
     }
   }
 
