@@ -206,12 +206,39 @@ class FlashWorker {
 
       float* o_row = &buf_.o_acc[r * head_dim_];
       for (std::int64_t d = 0; d < head_dim_; ++d) o_row[d] *= alpha;
-      for (std::int64_t c = 0; c < kBlockN; ++c) {
-        const float p_val = s_row[c];
-        if (p_val == 0.0f) continue;  // masked or underflowed: adds exactly 0
-        const float* v_row = &buf_.v_tile[c * head_dim_];
-        for (std::int64_t d = 0; d < head_dim_; ++d) o_row[d] += p_val * v_row[d];
+      add_pv(s_row, o_row);
+    }
+  }
+
+  // O += P V for one row: p_row (kBlockN, in the dtype), o_row (head_dim). Keys with P = 0
+  // (masked or underflowed) are skipped: they add exactly 0. Four V rows per pass over O: every O
+  // element still adds p_c v_c in key order (the same roundings as one key at a time), but is
+  // loaded and stored once per four keys; 15% faster on the dense path at 512 and 1024 (b1 h4 d64
+  // fp32, one thread, AMD EPYC), and no longer at the mercy of where the compiler aligns the loop
+  // (a one-key loop measured 5-15% apart between builds that differed only in unrelated code).
+  void add_pv(const float* p_row, float* o_row) const {
+    std::int64_t keys_nz[kBlockN];
+    std::int64_t n_nz = 0;
+    for (std::int64_t c = 0; c < kBlockN; ++c) {
+      if (p_row[c] != 0.0f) keys_nz[n_nz++] = c;
+    }
+    const float* v_tile = buf_.v_tile.data();
+    std::int64_t t = 0;
+    for (; t + 4 <= n_nz; t += 4) {
+      const float p0 = p_row[keys_nz[t]], p1 = p_row[keys_nz[t + 1]];
+      const float p2 = p_row[keys_nz[t + 2]], p3 = p_row[keys_nz[t + 3]];
+      const float* v0 = &v_tile[keys_nz[t] * head_dim_];
+      const float* v1 = &v_tile[keys_nz[t + 1] * head_dim_];
+      const float* v2 = &v_tile[keys_nz[t + 2] * head_dim_];
+      const float* v3 = &v_tile[keys_nz[t + 3] * head_dim_];
+      for (std::int64_t d = 0; d < head_dim_; ++d) {
+        o_row[d] = (((o_row[d] + p0 * v0[d]) + p1 * v1[d]) + p2 * v2[d]) + p3 * v3[d];
       }
+    }
+    for (; t < n_nz; ++t) {
+      const float p_val = p_row[keys_nz[t]];
+      const float* v_row = &v_tile[keys_nz[t] * head_dim_];
+      for (std::int64_t d = 0; d < head_dim_; ++d) o_row[d] += p_val * v_row[d];
     }
   }
 
