@@ -1071,6 +1071,19 @@ std::int64_t check_variants(VariantProblem& problem) {
   const Result base = problem.run_with(cpu::naive_forward<float>, "cpu naive<float>");
   EXPECT_TRUE(matches(rc, base, want.r, tol, "cpu naive<float>" + problem.variants.to_string()));
   EXPECT_TRUE(empty_rows_exact(problem, base, want, "cpu naive<float>"));
+  // The verifier's float64 reference (its own buffer layout: out's and lse's shapes, row-major)
+  // agrees with brute force to float64 rounding.
+  Result f64;
+  f64.o.assign(want.r.o.size(), 0.0);
+  f64.lse.assign(want.r.lse.size(), 0.0);
+  EXPECT_TRUE(cpu::reference_forward_f64(problem.params(), f64.o.data(), f64.lse.data()).ok());
+  Tolerance tight;
+  tight.o_abs = 1e-12 * (1 + max_abs(want.r.o));
+  tight.lse_abs = 1e-12;
+  tight.lse_rel = 1e-12;
+  EXPECT_TRUE(
+      matches(rc, f64, want.r, tight, "reference_forward_f64" + problem.variants.to_string()));
+  EXPECT_TRUE(empty_rows_exact(problem, f64, want, "reference_forward_f64"));
   return static_cast<std::int64_t>(std::count(want.empty.begin(), want.empty.end(), true));
 }
 
