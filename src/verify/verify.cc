@@ -382,6 +382,12 @@ std::string ProblemShape::to_string() const {
      << " sk=" << seqlen_k << " d=" << head_dim << " " << dtype_name(dtype);
   if (causal) os << " causal";
   if (scale.has_value()) os << " scale=" << *scale;
+  os << variants_string();
+  return os.str();
+}
+
+std::string ProblemShape::variants_string() const {
+  std::ostringstream os;
   if (window_left != -1 || window_right != -1) os << " window=" << window_left << "," << window_right;
   if (softcap != 0.0f) os << " softcap=" << softcap;
   if (alibi != AlibiMode::kNone) os << " alibi=" << alibi_mode_name(alibi);

@@ -64,6 +64,9 @@ struct ProblemShape {
   std::int64_t total_q() const;
   std::int64_t total_k() const;
   bool any_variant() const;
+  // The variants in use as to_string() shows them: " window=64,0 softcap=30 alibi=heads sinks
+  // varlen q=... k=..." ("" for none).
+  std::string variants_string() const;
   // "b=2 h=8/2 sq=113 sk=203 d=64 bf16 causal", then each variant in use:
   // " window=64,0 softcap=30 alibi=heads sinks varlen q=17,0,113 k=17,0,113 seqused_k=..."
   std::string to_string() const;
