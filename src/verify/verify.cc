@@ -159,9 +159,12 @@ Status shape_error(const std::string& message) {
   return Status(StatusCode::kInvalidShape, message);
 }
 
+}  // namespace
+
 // The varlen lengths agree with each other and with batch, seqlen_q and seqlen_k; the totals fit
 // the int32 offsets.
 Status check_varlen_lengths(const ProblemShape& s, const ShapeFieldNames& n) {
+  if (!s.varlen()) return Status::Ok();
   const std::size_t count = s.seqlens_q.size();
   if (s.seqlens_k.size() != count) {
     return shape_error(n.seqlens_k + " has " + std::to_string(s.seqlens_k.size()) +
@@ -214,8 +217,6 @@ Status check_varlen_lengths(const ProblemShape& s, const ShapeFieldNames& n) {
   }
   return Status::Ok();
 }
-
-}  // namespace
 
 std::string_view alibi_mode_name(AlibiMode mode) {
   switch (mode) {

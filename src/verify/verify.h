@@ -109,6 +109,8 @@ struct ShapeSizes {
 // inconsistent (counts differ from batch, a length above seqlen_q / seqlen_k, seqused_k beyond
 // its sequence, a total past int32, the type of cu_seqlens).
 Status shape_sizes(const ProblemShape& shape, ShapeSizes* sizes, const ShapeFieldNames& names = {});
+// The varlen part of those checks alone (ok for a dense shape).
+Status check_varlen_lengths(const ProblemShape& shape, const ShapeFieldNames& names = {});
 
 enum class InputLayout {
   kContiguous,   // plain BSHD

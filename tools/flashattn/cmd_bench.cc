@@ -108,6 +108,7 @@ int cmd_bench(const Args& args) {
   add_variant_flags(parser, &variants, /*generated=*/true);
   if (!parser.parse(args)) return kExitOk;
 
+  check_window_with_causal(variants, flags.causal);
   apply_threads(flags);
   if (single_backend.has_value()) {
     if (backends.has_value()) throw UsageError("give either --backend or --backends, not both");

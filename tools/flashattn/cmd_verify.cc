@@ -172,18 +172,30 @@ int cmd_verify(const Args& args) {
                       "with --varlen: sequence b uses only its first N_b keys (seqused_k)", 0);
   if (!parser.parse(args)) return kExitOk;
 
-  apply_threads(flags);
-  const std::string backend = flags.backend.value_or("auto");
-  check_backend_name("--backend", backend, /*allow_auto=*/true);
-  const Device device = resolve_device("flashattn verify", flags.device, {backend});
-  ProblemShape shape =
-      make_shape(flags, device.type == DeviceType::kCUDA ? kCudaDefaults : kCpuDefaults);
-  apply_variant_flags(variants, &shape);
-  apply_varlen(parser, varlen, varlen_k, seqused_k, flags.seed.value_or(0), &shape);
   ShapeFieldNames names = shape_flag_names("--seqlen-q", "--seqlen-k");
   names.seqlens_q = "--varlen";
   names.seqlens_k = varlen_k.has_value() ? "--varlen-k" : "--varlen";
   names.seqused_k = "--seqused-k";
+  // The variant and varlen flags are judged before the device is (so a usage error is the one
+  // line printed): the sizes they depend on default alike on both devices.
+  static_assert(kCudaDefaults.batch == kCpuDefaults.batch &&
+                kCudaDefaults.seqlen == kCpuDefaults.seqlen);
+  auto shape_for = [&](const ShapeDefaults& defaults) {
+    ProblemShape s = make_shape(flags, defaults);
+    apply_variant_flags(variants, &s);
+    apply_varlen(parser, varlen, varlen_k, seqused_k, flags.seed.value_or(0), &s);
+    const Status st = check_varlen_lengths(s, names);
+    if (!st.ok()) throw UsageError(st.message());
+    return s;
+  };
+  shape_for(kCpuDefaults);
+
+  apply_threads(flags);
+  const std::string backend = flags.backend.value_or("auto");
+  check_backend_name("--backend", backend, /*allow_auto=*/true);
+  const Device device = resolve_device("flashattn verify", flags.device, {backend});
+  const ProblemShape shape =
+      shape_for(device.type == DeviceType::kCUDA ? kCudaDefaults : kCpuDefaults);
   const ShapeSizes sizes = check_shape_sizes(shape, names);
   const double limit = cpu_reference_limit.value_or(kDefaultCpuReferenceLimit);
   if (device.type == DeviceType::kCPU && static_cast<double>(sizes.reference_macs) > limit) {
