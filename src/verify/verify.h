@@ -1,5 +1,8 @@
 // The verifier: runs one shape through a backend on fresh seeded inputs and judges the output by
 // the rule of docs/testing.md. Shared by the tests, `flashattn verify` and the Python package.
+// The shape carries the variants (window, softcap, ALiBi, sinks, varlen); their side inputs are
+// generated from the seed (verify/inputs.h) and go to the backend, the reference and the baseline
+// alike.
 //
 //   reference = float64 CPU (cpu-reference) when affordable, else the GPU naive kernel in float32,
 //               from the same inputs already rounded to the test dtype;
@@ -11,7 +14,8 @@
 //             and mean|O - O_ref| <= 1.5 * mean|O_base - O_ref| + atol / 4
 //             and max|LSE - LSE_ref| <= 1e-3 (+ 2x the baseline's LSE error + 4 float32 ulps of
 //             |LSE_ref|, which only count where |LSE| ~ 1e4 puts 1e-3 below float32 resolution)
-//             and LSE = -inf, O = 0 exactly on rows without keys
+//             and O = 0 exactly on rows without keys (the mask rule says which), LSE = -inf
+//             there (the sink's logit with sinks)
 //             and nothing non-finite where the reference is finite
 //             and every output element was written (outputs are NaN-poisoned before the run)
 //             and the guard bytes after each output are untouched.
