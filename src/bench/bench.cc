@@ -202,7 +202,7 @@ std::string csv_quote(const std::string& s) {
 }  // namespace
 
 double attention_flops(const ProblemShape& s) {
-  if (s.window_left != -1 || s.window_right != -1) {
+  if (s.has_window()) {
     ShapeSizes sizes;
     if (shape_sizes(s, &sizes).ok()) {
       return 4.0 * static_cast<double>(s.heads) * static_cast<double>(s.head_dim) *
@@ -369,7 +369,7 @@ std::string BenchResult::table() const {
   const std::vector<std::string>& names = o.backends;
   std::ostringstream os;
   const ProblemShape& sh = o.shape;
-  if (sh.window_left != -1 || sh.window_right != -1) {
+  if (sh.has_window()) {
     os << "# FLOPs = 4 * heads * head_dim * the (query, key) pairs the window keeps (causal "
           "included); TFLOP/s = FLOPs / median time\n";
   } else {

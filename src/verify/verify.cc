@@ -258,15 +258,14 @@ std::int64_t ProblemShape::total_k() const {
 }
 
 bool ProblemShape::any_variant() const {
-  return window_left != -1 || window_right != -1 || softcap != 0.0f ||
+  return has_window() || softcap != 0.0f ||
          alibi != AlibiMode::kNone || sinks || varlen();
 }
 
 std::string cpu_reference_refusal(const ProblemShape& s, const ShapeSizes& sizes, double limit,
                                   const std::string& limit_name) {
   std::ostringstream os;
-  if (sizes.reference_macs == sizes.macs && !s.varlen() && s.window_left == -1 &&
-      s.window_right == -1) {
+  if (!s.varlen() && !s.has_window()) {
     os << "batch * heads * seqlen_q * seqlen_k * head_dim = " << s.batch << " * " << s.heads
        << " * " << s.seqlen_q << " * " << s.seqlen_k << " * " << s.head_dim << " = "
        << sizes.macs;
@@ -357,7 +356,7 @@ Status shape_sizes(const ProblemShape& s, ShapeSizes* sizes, const ShapeFieldNam
     z.visible_pairs = static_cast<std::int64_t>(visible);
     z.visible_macs = z.visible_pairs * s.heads * s.head_dim;
   }
-  const bool full_rule = !varlen && s.window_left == -1 && s.window_right == -1;
+  const bool full_rule = !varlen && !s.has_window();
   z.reference_macs = full_rule ? z.macs : z.visible_macs;
   // q + out + k + v + lse: each term fits, the sum may not.
   std::int64_t io = 0;

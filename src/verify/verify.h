@@ -67,6 +67,9 @@ struct ProblemShape {
   // Rows of the packed q / k tensors (the sums of seqlens_q / seqlens_k); dense: batch * seqlen.
   std::int64_t total_q() const;
   std::int64_t total_k() const;
+  // A window beyond causal's (as api/registry.cc counts the window variant): a left edge, or a
+  // right edge without causal (causal is window_right = 0 already).
+  bool has_window() const { return window_left != -1 || (window_right != -1 && !causal); }
   bool any_variant() const;
   // The variants in use as to_string() shows them: " window=64,0 softcap=30 alibi=heads sinks
   // varlen q=... k=..." ("" for none).

@@ -113,6 +113,16 @@ TEST(VariantShapeTest, ReferenceLimitCountsThePairsAWindowKeeps) {
   ASSERT_TRUE(shape_sizes(s, &z).ok());
   EXPECT_EQ(z.reference_macs, z.macs);
   EXPECT_EQ(z.macs, 2 * 8 * 512 * 512 * 128);
+  // Causal written as the window (-1, 0) is no window (api/registry.cc counts it so too).
+  s.window_right = 0;
+  EXPECT_FALSE(s.has_window());
+  ASSERT_TRUE(shape_sizes(s, &z).ok());
+  EXPECT_EQ(z.reference_macs, z.macs);
+  s.causal = false;
+  EXPECT_TRUE(s.has_window());
+  ASSERT_TRUE(shape_sizes(s, &z).ok());
+  EXPECT_EQ(z.reference_macs, z.visible_macs);
+  EXPECT_EQ(z.visible_pairs, 2 * brute_pairs(512, 512, -1, 0, false));
   // A window of 64 keys at seqlen 1e5: 0.07% of the product, affordable on the CPU.
   s = dense(1, 1, 1, 100000, 100000, 64, DType::kFP32, false);
   s.window_left = 64;
