@@ -150,6 +150,11 @@ ProblemShape probe_shape(const ProblemShape& shape, double target) {
                                                 static_cast<double>(p.seqlen_k));
   const auto len = static_cast<std::int64_t>(std::sqrt(target / per_len2));
   p.seqlen_q = p.seqlen_k = std::min(std::max<std::int64_t>(len, 16), shape.seqlen_q);
+  // With a window the FLOPs grow linearly past the window's width, so the quadratic estimate
+  // leaves the probe too long (seqlen 1e6 with 64 keys: a 2.6e9-FLOP probe for a 1e8 target).
+  while (p.has_window() && p.seqlen_q > 16 && attention_flops(p) > 2.0 * target) {
+    p.seqlen_q = p.seqlen_k = std::max<std::int64_t>(16, p.seqlen_q / 2);
+  }
   const double flops = attention_flops(p);
   if (flops > target) {
     p.batch = std::max<std::int64_t>(1, static_cast<std::int64_t>(
