@@ -381,7 +381,7 @@ void add_variant_flags(ArgParser& parser, VariantFlags* flags, bool generated) {
   parser.add_value("--window", "L,R",
                    "sliding window: query row i sees keys j with i + d - L <= j <= i + d + R,\n"
                    "d = seqlen_k - seqlen_q (bottom-right aligned); -1 leaves a side unbounded;\n"
-                   "with --causal R is 0 (default -1,-1: no window)",
+                   "--causal is R = 0, so with it R must be 0 or -1 (default -1,-1: no window)",
                    [flags](const std::string& v) { flags->window = parse_window("--window", v); });
   parser.add_number("--softcap", &flags->softcap, "X",
                     "score soft-capping, >= 0: scores become X * tanh(scores / X) before the\n"
