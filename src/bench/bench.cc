@@ -150,6 +150,11 @@ ProblemShape probe_shape(const ProblemShape& shape, double target) {
                                                 static_cast<double>(p.seqlen_k));
   const auto len = static_cast<std::int64_t>(std::sqrt(target / per_len2));
   p.seqlen_q = p.seqlen_k = std::min(std::max<std::int64_t>(len, 16), shape.seqlen_q);
+  // With a window the FLOPs grow linearly past the window's width, so the quadratic estimate
+  // leaves the probe too long (seqlen 1e6 with 64 keys: a 2.6e9-FLOP probe for a 1e8 target).
+  while (p.has_window() && p.seqlen_q > 16 && attention_flops(p) > 2.0 * target) {
+    p.seqlen_q = p.seqlen_k = std::max<std::int64_t>(16, p.seqlen_q / 2);
+  }
   const double flops = attention_flops(p);
   if (flops > target) {
     p.batch = std::max<std::int64_t>(1, static_cast<std::int64_t>(
@@ -202,6 +207,13 @@ std::string csv_quote(const std::string& s) {
 }  // namespace
 
 double attention_flops(const ProblemShape& s) {
+  if (s.has_window()) {
+    ShapeSizes sizes;
+    if (shape_sizes(s, &sizes).ok()) {
+      return 4.0 * static_cast<double>(s.heads) * static_cast<double>(s.head_dim) *
+             static_cast<double>(sizes.visible_pairs);
+    }
+  }
   const double flops = 4.0 * static_cast<double>(s.batch) * static_cast<double>(s.heads) *
                        static_cast<double>(s.seqlen_q) * static_cast<double>(s.seqlen_k) *
                        static_cast<double>(s.head_dim);
@@ -361,11 +373,17 @@ std::string BenchResult::table() const {
   const BenchOptions& o = options;
   const std::vector<std::string>& names = o.backends;
   std::ostringstream os;
-  os << "# FLOPs = 4 * batch * heads * seqlen_q * seqlen_k * head_dim (FlashAttention's forward "
-        "convention), halved for causal; TFLOP/s = FLOPs / median time\n";
   const ProblemShape& sh = o.shape;
+  if (sh.has_window()) {
+    os << "# FLOPs = 4 * heads * head_dim * the (query, key) pairs the window keeps (causal "
+          "included); TFLOP/s = FLOPs / median time\n";
+  } else {
+    os << "# FLOPs = 4 * batch * heads * seqlen_q * seqlen_k * head_dim (FlashAttention's "
+          "forward convention), halved for causal; TFLOP/s = FLOPs / median time\n";
+  }
   os << "# b=" << sh.batch << " h=" << sh.heads << "/" << sh.kv_heads << " d=" << sh.head_dim
-     << " " << dtype_name(sh.dtype) << (sh.causal ? " causal" : "") << ", seqlen_q = seqlen_k = seqlen"
+     << " " << dtype_name(sh.dtype) << (sh.causal ? " causal" : "") << sh.variants_string()
+     << ", seqlen_q = seqlen_k = seqlen"
      << " | device "
      << (o.device.type == DeviceType::kCUDA ? "cuda:" + std::to_string(o.device.index) : "cpu")
      << " | median of " << o.min_iters
@@ -427,7 +445,8 @@ std::string BenchResult::csv() const {
   const ProblemShape& s = options.shape;
   std::ostringstream os;
   os << "seqlen,backend,status,iters,median_ms,min_ms,max_ms,tflops,memory_bytes,flops,batch,"
-        "heads,kv_heads,head_dim,dtype,causal,message\n";
+        "heads,kv_heads,head_dim,dtype,causal,window_left,window_right,softcap,alibi,sinks,"
+        "message\n";
   for (const BenchCell& c : cells) {
     ProblemShape cs = s;
     cs.seqlen_q = cs.seqlen_k = c.seqlen;
@@ -436,7 +455,9 @@ std::string BenchResult::csv() const {
                   c.min_ms, c.max_ms, c.tflops, c.memory_bytes, attention_flops(cs));
     os << c.seqlen << "," << c.backend << "," << cell_status_name(c.status) << "," << nums << ","
        << s.batch << "," << s.heads << "," << s.kv_heads << "," << s.head_dim << ","
-       << dtype_name(s.dtype) << "," << (s.causal ? 1 : 0) << "," << csv_quote(c.message) << "\n";
+       << dtype_name(s.dtype) << "," << (s.causal ? 1 : 0) << "," << s.window_left << ","
+       << s.window_right << "," << s.softcap << "," << alibi_mode_name(s.alibi) << ","
+       << (s.sinks ? 1 : 0) << "," << csv_quote(c.message) << "\n";
   }
   return os.str();
 }

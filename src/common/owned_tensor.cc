@@ -299,6 +299,46 @@ Status OwnedTensor::from_host_float(const std::vector<float>& values) {
   return write_storage(staging);
 }
 
+Status OwnedTensor::to_host_int32(std::vector<std::int32_t>* out) const {
+  if (dtype() != DType::kInt32) {
+    return Status(StatusCode::kInvalidDtype, "OwnedTensor::to_host_int32: dtype = " +
+                                                 std::string(dtype_name(dtype())) +
+                                                 ", expected int32");
+  }
+  out->resize(static_cast<std::size_t>(numel()));
+  if (numel() == 0) return Status::Ok();
+  std::vector<std::uint8_t> staging;
+  Status st = read_storage(&staging);
+  if (!st.ok()) return st;
+  std::int32_t* dst = out->data();
+  for_each_element(view_, [&](std::int64_t i, std::int64_t offset) {
+    std::memcpy(dst + i, staging.data() + offset * 4, 4);
+  });
+  return Status::Ok();
+}
+
+Status OwnedTensor::from_host_int32(const std::vector<std::int32_t>& values) {
+  if (dtype() != DType::kInt32) {
+    return Status(StatusCode::kInvalidDtype, "OwnedTensor::from_host_int32: dtype = " +
+                                                 std::string(dtype_name(dtype())) +
+                                                 ", expected int32");
+  }
+  if (static_cast<std::int64_t>(values.size()) != numel()) {
+    return Status(StatusCode::kInvalidShape,
+                  "OwnedTensor::from_host_int32: " + std::to_string(values.size()) +
+                      " values for a tensor of " + std::to_string(numel()) + " elements");
+  }
+  if (numel() == 0) return Status::Ok();
+  std::vector<std::uint8_t> staging;
+  Status st = contiguous() ? Status::Ok() : read_storage(&staging);
+  if (!st.ok()) return st;
+  staging.resize(storage_bytes_);
+  for_each_element(view_, [&](std::int64_t i, std::int64_t offset) {
+    std::memcpy(staging.data() + offset * 4, values.data() + i, 4);
+  });
+  return write_storage(staging);
+}
+
 Status OwnedTensor::copy_to(Device device, OwnedTensor* out) const {
   std::vector<std::int64_t> shape(view_.shape, view_.shape + view_.rank);
   OwnedTensor dst;

@@ -51,6 +51,10 @@ class OwnedTensor {
   Status to_host_float(std::vector<float>* out) const;
   // Writes row-major host floats into the elements (rounded to the dtype).
   Status from_host_float(const std::vector<float>& values);
+  // The same for int32 tensors (index tensors such as cu_seqlens), exact: kInvalidDtype for any
+  // other dtype (floats would round offsets past 2^24).
+  Status to_host_int32(std::vector<std::int32_t>* out) const;
+  Status from_host_int32(const std::vector<std::int32_t>& values);
   // A copy on `device` with the same dtype, shape and (contiguous) layout.
   Status copy_to(Device device, OwnedTensor* out) const;
   // A contiguous copy converted to `dtype` on the same device.

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "common/dtype_convert.h"
+#include "common/mask_rule.h"
 
 namespace flashattn::verifier {
 namespace {
@@ -84,11 +85,72 @@ double lse_bound(const ReferenceOutputs& ref, double baseline_lse_error) {
          kLseUlps * kFloat32Epsilon * max_abs_finite(ref.lse);
 }
 
+OutputDims output_dims(const ProblemShape& shape) {
+  OutputDims dims{shape.batch, shape.seqlen_q, shape.heads, shape.head_dim};
+  if (shape.varlen()) {
+    dims.cu_seqlens_q.push_back(0);
+    for (std::int64_t len : shape.seqlens_q) dims.cu_seqlens_q.push_back(dims.cu_seqlens_q.back() + len);
+  }
+  dims.row_without_keys.reserve(static_cast<std::size_t>(std::max<std::int64_t>(dims.rows(), 0)));
+  for (std::int64_t b = 0; b < shape.batch; ++b) {
+    const MaskRule rule = MaskRule::make(shape.seqlen_q_of(b), shape.seqlen_k_of(b),
+                                         shape.window_left, shape.window_right, shape.causal);
+    for (std::int64_t s = 0; s < rule.seqlen_q; ++s) {
+      dims.row_without_keys.push_back(rule.row_range(s).empty() ? 1 : 0);
+    }
+  }
+  return dims;
+}
+
+namespace {
+
+// Where output row t (O's row order) lives: its sequence b, its row s within it, and the index of
+// its LSE for head h.
+struct RowIndex {
+  const OutputDims& dims;
+  std::vector<std::int64_t> seq_of_row;  // varlen only
+
+  explicit RowIndex(const OutputDims& d) : dims(d) {
+    if (!d.varlen()) return;
+    seq_of_row.resize(static_cast<std::size_t>(d.rows()));
+    for (std::size_t b = 0; b + 1 < d.cu_seqlens_q.size(); ++b) {
+      for (std::int64_t t = d.cu_seqlens_q[b]; t < d.cu_seqlens_q[b + 1]; ++t) {
+        seq_of_row[static_cast<std::size_t>(t)] = static_cast<std::int64_t>(b);
+      }
+    }
+  }
+  std::int64_t batch(std::int64_t t) const {
+    return dims.varlen() ? seq_of_row[static_cast<std::size_t>(t)] : t / dims.seqlen_q;
+  }
+  std::int64_t row(std::int64_t t) const {
+    return dims.varlen() ? t - dims.cu_seqlens_q[static_cast<std::size_t>(batch(t))]
+                         : t % dims.seqlen_q;
+  }
+  std::int64_t lse_index(std::int64_t t, std::int64_t h) const {
+    return dims.varlen() ? h * dims.rows() + t
+                         : (batch(t) * dims.heads + h) * dims.seqlen_q + row(t);
+  }
+  // The output row of LSE element i.
+  std::int64_t row_of_lse(std::int64_t i) const {
+    if (dims.varlen()) return i % dims.rows();
+    const std::int64_t b = i / (dims.heads * dims.seqlen_q);
+    return b * dims.seqlen_q + i % dims.seqlen_q;
+  }
+  std::int64_t head_of_lse(std::int64_t i) const {
+    return dims.varlen() ? i / dims.rows() : (i / dims.seqlen_q) % dims.heads;
+  }
+};
+
+}  // namespace
+
 ErrorStats error_stats(const OutputDims& dims, const HostOutputs& result,
                        const ReferenceOutputs& ref, double elem_bound, double lse_bound) {
   ErrorStats e;
-  const std::int64_t H = dims.heads, D = dims.head_dim, S = dims.seqlen_q;
+  const std::int64_t H = dims.heads, D = dims.head_dim;
+  const RowIndex rows(dims);
   const bool have_ref_lse = static_cast<std::int64_t>(ref.lse.size()) == dims.lse_numel();
+  const bool explicit_rows =
+      static_cast<std::int64_t>(dims.row_without_keys.size()) == dims.rows();
   double sum = 0.0, sum_sq = 0.0, ref_sq = 0.0;
   std::int64_t count = 0;
   const std::int64_t n = std::min<std::int64_t>(dims.out_numel(),
@@ -96,11 +158,14 @@ ErrorStats error_stats(const OutputDims& dims, const HostOutputs& result,
   for (std::int64_t i = 0; i < n; ++i) {
     const double r = ref.out[static_cast<std::size_t>(i)];
     if (!std::isfinite(r)) continue;
-    const std::int64_t d = i % D, h = (i / D) % H, s = (i / (D * H)) % S, b = i / (D * H * S);
+    const std::int64_t d = i % D, h = (i / D) % H, t = i / (D * H);
+    const std::int64_t b = rows.batch(t), s = rows.row(t);
     const double o = result.out[static_cast<std::size_t>(i)];
     bool bad = false;
     const bool masked_row =
-        have_ref_lse && ref.lse[static_cast<std::size_t>((b * H + h) * S + s)] == -kInf;
+        explicit_rows ? dims.row_without_keys[static_cast<std::size_t>(t)] != 0
+                      : have_ref_lse &&
+                            ref.lse[static_cast<std::size_t>(rows.lse_index(t, h))] == -kInf;
     if (masked_row && o != 0.0) {  // NaN compares unequal too
       ++e.masked_nonzero;
       bad = true;
@@ -147,7 +212,8 @@ ErrorStats error_stats(const OutputDims& dims, const HostOutputs& result,
         }
       }
       if (bad && e.first_bad_lse.empty()) {
-        e.first_bad_lse = {i / (H * S), (i / S) % H, i % S};
+        const std::int64_t t = rows.row_of_lse(i);
+        e.first_bad_lse = {rows.batch(t), rows.head_of_lse(i), rows.row(t)};
       }
     }
   }

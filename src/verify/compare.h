@@ -29,7 +29,16 @@
 //                large (1e4 and more: InputKind::kLargeScores, kVeryNegative) that float32 cannot
 //                hold 1e-3: one float32 step at 6e4 is 0.0039, and kernels that fold log2(e) into
 //                the scale round the running max at 8.7e4 (step 0.0078) before converting back.
-//   rows without keys (LSE_ref = -inf): LSE exactly -inf and O exactly 0.
+//   rows without keys: O exactly 0; LSE exactly -inf, or with sinks the sink's logit (LSE_ref,
+//                judged by the LSE clause). Which rows those are comes from the shape, not from
+//                the reference's numbers (OutputDims::row_without_keys, filled by output_dims()
+//                from the mask rule of common/mask_rule.h): with sinks, LSE_ref is finite on them,
+//                so "LSE_ref = -inf" no longer finds them; and "O_ref exactly 0" is not a test
+//                either, since a row with keys gives O_ref = 0 where V is 0 there (a user's
+//                `run` inputs, or softcap and ALiBi steering all weight onto a zero row), while a
+//                reference bug that zeroed a row with keys would silently excuse the backend
+//                from the max clause there. The mask rule is exact integer arithmetic on the
+//                shape, the same one every backend applies.
 //   no non-finite output where the reference is finite; no element left unwritten (still holding
 //   the NaN poison); guard bytes intact.
 #pragma once
@@ -48,12 +57,25 @@ constexpr double kScoreUlps = 2.0;
 constexpr double kLseUlps = 4.0;
 
 // Logical output sizes: O is (batch, seqlen_q, heads, head_dim), LSE (batch, heads, seqlen_q),
-// both row-major.
+// both row-major; with varlen O is (total_q, heads, head_dim) and LSE (heads, total_q).
 struct OutputDims {
   std::int64_t batch = 0, seqlen_q = 0, heads = 0, head_dim = 0;
-  std::int64_t out_numel() const { return batch * seqlen_q * heads * head_dim; }
-  std::int64_t lse_numel() const { return batch * heads * seqlen_q; }
+  // Varlen: sequence b holds the rows [cu_seqlens_q[b], cu_seqlens_q[b + 1]) (batch + 1
+  // offsets); empty for dense outputs.
+  std::vector<std::int64_t> cu_seqlens_q;
+  // One flag per output row in O's row order ((b, s) dense, the packed token varlen): 1 where the
+  // mask leaves the row no key. Empty: the rows whose LSE_ref is -inf are taken for them (exactly
+  // those without sinks; verify() always fills it).
+  std::vector<std::uint8_t> row_without_keys;
+
+  bool varlen() const { return !cu_seqlens_q.empty(); }
+  std::int64_t rows() const { return varlen() ? cu_seqlens_q.back() : batch * seqlen_q; }
+  std::int64_t out_numel() const { return rows() * heads * head_dim; }
+  std::int64_t lse_numel() const { return heads * rows(); }
 };
+
+// The output dims of `shape`, row_without_keys included.
+OutputDims output_dims(const ProblemShape& shape);
 
 // The reference, unrounded.
 struct ReferenceOutputs {
@@ -82,8 +104,9 @@ double lse_bound(const ReferenceOutputs& ref, double baseline_lse_error);
 
 // Errors of `result` against `ref`. Elements with |O - O_ref| > elem_bound, non-finite where
 // O_ref is finite, or non-zero on a row without keys count as bad; the first one's (b, s, h, d)
-// goes to first_bad (likewise LSE rows over lse_bound to first_bad_lse, as (b, h, s)). Pass
-// +inf bounds for the baseline. LSE is compared when both result.lse and ref.lse are present.
+// goes to first_bad (likewise LSE rows over lse_bound to first_bad_lse, as (b, h, s); varlen: s
+// within sequence b). Pass +inf bounds for the baseline. LSE is compared when both result.lse and
+// ref.lse are present.
 ErrorStats error_stats(const OutputDims& dims, const HostOutputs& result,
                        const ReferenceOutputs& ref, double elem_bound, double lse_bound);
 

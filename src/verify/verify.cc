@@ -3,13 +3,12 @@
 
 #include <cmath>
 #include <cstdio>
-#include <limits>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "api/backend.h"
-#include "common/checked_math.h"
 #include "common/owned_tensor.h"
 #include "cpu/reference.h"
 #include "verify/compare.h"
@@ -40,9 +39,19 @@ Status host_inputs(const Inputs& in, Inputs* host) {
     *host = in;
     return Status::Ok();
   }
-  Status st = in.q.copy_to(Device::cpu(), &host->q);
-  if (st.ok()) st = in.k.copy_to(Device::cpu(), &host->k);
-  if (st.ok()) st = in.v.copy_to(Device::cpu(), &host->v);
+  Status st = Status::Ok();
+  const std::pair<const OwnedTensor*, OwnedTensor*> tensors[] = {
+      {&in.q, &host->q},
+      {&in.k, &host->k},
+      {&in.v, &host->v},
+      {&in.alibi_slopes, &host->alibi_slopes},
+      {&in.sinks, &host->sinks},
+      {&in.cu_seqlens_q, &host->cu_seqlens_q},
+      {&in.cu_seqlens_k, &host->cu_seqlens_k},
+      {&in.seqused_k, &host->seqused_k}};
+  for (auto [from, to] : tensors) {
+    if (st.ok() && from->view().defined()) st = from->copy_to(Device::cpu(), to);
+  }
   return st;
 }
 
@@ -61,7 +70,7 @@ Status cpu_reference(const ProblemShape& shape, const Inputs& host_in, Reference
 
 // The GPU naive kernel in float32 on float32 copies of the inputs.
 Status gpu_reference(const ProblemShape& shape, const Inputs& in, ReferenceOutputs* ref) {
-  Inputs in32;
+  Inputs in32 = in;  // the side inputs are float32 / int32 already: shared
   Status st = in.q.convert_to(DType::kFP32, &in32.q);
   if (st.ok()) st = in.k.convert_to(DType::kFP32, &in32.k);
   if (st.ok()) st = in.v.convert_to(DType::kFP32, &in32.v);
@@ -80,103 +89,22 @@ Status gpu_reference(const ProblemShape& shape, const Inputs& in, ReferenceOutpu
   return Status::Ok();
 }
 
-struct Factor {
-  const std::string& name;
-  std::int64_t value;
-};
-
-// *out = the product of the factors' values (times `elem_bytes` when > 0), or kInvalidShape
-//   "batch * seqlen_q * heads * head_dim * 4 bytes (q in fp32) = 9223372036854775807 * 512 * 8 *
-//   128 * 4 does not fit in 64 bits (at most 9223372036854775807)".
-Status checked_size(const std::string& what, std::initializer_list<Factor> factors,
-                    std::int64_t elem_bytes, std::int64_t* out) {
-  std::vector<std::int64_t> values_of;
-  if (elem_bytes > 0) values_of.push_back(elem_bytes);
-  for (const Factor& f : factors) values_of.push_back(f.value);
-  if (checked_product(values_of, out)) return Status::Ok();
-  std::string names, values;
-  for (const Factor& f : factors) {
-    names += (names.empty() ? "" : " * ") + f.name;
-    values += (values.empty() ? "" : " * ") + std::to_string(f.value);
-  }
-  if (elem_bytes > 0) {
-    names += " * " + std::to_string(elem_bytes) + " bytes";
-    values += " * " + std::to_string(elem_bytes);
-  }
-  return Status(StatusCode::kInvalidShape,
-                names + " (" + what + ") = " + values + " does not fit in 64 bits (at most " +
-                    std::to_string(std::numeric_limits<std::int64_t>::max()) + ")");
-}
-
 }  // namespace
 
-std::string cpu_reference_refusal(const ProblemShape& s, std::int64_t macs, double limit,
+std::string cpu_reference_refusal(const ProblemShape& s, const ShapeSizes& sizes, double limit,
                                   const std::string& limit_name) {
   std::ostringstream os;
-  os << "batch * heads * seqlen_q * seqlen_k * head_dim = " << s.batch << " * " << s.heads
-     << " * " << s.seqlen_q << " * " << s.seqlen_k << " * " << s.head_dim << " = " << macs
-     << " multiply-adds exceeds " << limit_name << " = " << limit
+  if (!s.varlen() && !s.has_window()) {
+    os << "batch * heads * seqlen_q * seqlen_k * head_dim = " << s.batch << " * " << s.heads
+       << " * " << s.seqlen_q << " * " << s.seqlen_k << " * " << s.head_dim << " = "
+       << sizes.macs;
+  } else {
+    os << "heads * head_dim * (query, key) pairs the mask keeps = " << s.heads << " * "
+       << s.head_dim << " * " << sizes.visible_pairs << " = " << sizes.reference_macs;
+  }
+  os << " multiply-adds exceeds " << limit_name << " = " << limit
      << " of the float64 CPU reference (about 1 s per 6e8 on 2 cores), and the float32 GPU "
         "naive reference needs a CUDA device";
-  return os.str();
-}
-
-Status shape_sizes(const ProblemShape& s, ShapeSizes* sizes, const ShapeFieldNames& n) {
-  for (const Factor& f : {Factor{n.batch, s.batch}, Factor{n.heads, s.heads},
-                          Factor{n.kv_heads, s.kv_heads}, Factor{n.seqlen_q, s.seqlen_q},
-                          Factor{n.seqlen_k, s.seqlen_k}, Factor{n.head_dim, s.head_dim}}) {
-    if (f.value < 0) {
-      return Status(StatusCode::kInvalidShape,
-                    f.name + " = " + std::to_string(f.value) + ", expected >= 0");
-    }
-  }
-  const auto elem = static_cast<std::int64_t>(dtype_size(s.dtype));
-  const std::string dt(dtype_name(s.dtype));
-  ShapeSizes z;
-  Status st = checked_size("q in " + dt, {{n.batch, s.batch}, {n.seqlen_q, s.seqlen_q},
-                                          {n.heads, s.heads}, {n.head_dim, s.head_dim}},
-                           elem, &z.q_bytes);
-  if (st.ok()) {
-    st = checked_size("k in " + dt, {{n.batch, s.batch}, {n.seqlen_k, s.seqlen_k},
-                                     {n.kv_heads, s.kv_heads}, {n.head_dim, s.head_dim}},
-                      elem, &z.kv_bytes);
-  }
-  if (st.ok()) {
-    st = checked_size("lse in float32",
-                      {{n.batch, s.batch}, {n.heads, s.heads}, {n.seqlen_q, s.seqlen_q}},
-                      static_cast<std::int64_t>(sizeof(float)), &z.lse_bytes);
-  }
-  if (st.ok()) {
-    st = checked_size("multiply-adds",
-                      {{n.batch, s.batch}, {n.heads, s.heads}, {n.seqlen_q, s.seqlen_q},
-                       {n.seqlen_k, s.seqlen_k}, {n.head_dim, s.head_dim}},
-                      0, &z.macs);
-  }
-  if (!st.ok()) return st;
-  // q + out + k + v + lse: each term fits, the sum may not.
-  std::int64_t io = 0;
-  bool fits = checked_mul(z.q_bytes, std::int64_t{2}, &io);
-  std::int64_t kv2 = 0;
-  fits = fits && checked_mul(z.kv_bytes, std::int64_t{2}, &kv2) && checked_add(io, kv2, &io) &&
-         checked_add(io, z.lse_bytes, &io);
-  if (!fits) {
-    return Status(StatusCode::kInvalidShape,
-                  "q, k, v, out and lse together (" + std::to_string(z.q_bytes) + " * 2 + " +
-                      std::to_string(z.kv_bytes) + " * 2 + " + std::to_string(z.lse_bytes) +
-                      " bytes) do not fit in 64 bits (at most " +
-                      std::to_string(std::numeric_limits<std::int64_t>::max()) + ")");
-  }
-  z.io_bytes = io;
-  *sizes = z;
-  return Status::Ok();
-}
-
-std::string ProblemShape::to_string() const {
-  std::ostringstream os;
-  os << "b=" << batch << " h=" << heads << "/" << kv_heads << " sq=" << seqlen_q
-     << " sk=" << seqlen_k << " d=" << head_dim << " " << dtype_name(dtype);
-  if (causal) os << " causal";
-  if (scale.has_value()) os << " scale=" << *scale;
   return os.str();
 }
 
@@ -193,10 +121,10 @@ Status verify(const ProblemShape& shape, const VerifyOptions& options, VerifyRep
   ShapeSizes sizes;
   Status st = shape_sizes(shape, &sizes);
   if (!st.ok()) return with_context(st, "verify");
-  const bool cpu_ref = static_cast<double>(sizes.macs) <= options.cpu_reference_limit;
+  const bool cpu_ref = static_cast<double>(sizes.reference_macs) <= options.cpu_reference_limit;
   if (!cpu_ref && device.type != DeviceType::kCUDA) {
     return Status(StatusCode::kUnsupported,
-                  "verify: " + cpu_reference_refusal(shape, sizes.macs, options.cpu_reference_limit));
+                  "verify: " + cpu_reference_refusal(shape, sizes, options.cpu_reference_limit));
   }
 
   // 2. Inputs and poisoned, guarded outputs on the test device.
@@ -209,17 +137,39 @@ Status verify(const ProblemShape& shape, const VerifyOptions& options, VerifyRep
   const ForwardParams params = verifier::make_params(shape, in, outs);
   st = validate(params);
   if (!st.ok()) return st;
-  st = resolve_backend(params, options.backend, &r.backend);
-  if (!st.ok()) return st;
-  const Backend* backend = find_backend(r.backend);
-  const bool on_cuda = backend->device_type() == DeviceType::kCUDA;
+  bool on_cuda = device.type == DeviceType::kCUDA;
+  if (options.run_backend) {
+    r.backend = options.backend;
+  } else {
+    st = resolve_backend(params, options.backend, &r.backend);
+    if (!st.ok()) return st;
+    const Backend* backend = find_backend(r.backend);
+    on_cuda = backend->device_type() == DeviceType::kCUDA;
+    // The backend's own refusal first ("backend "flash" does not implement softcap"), before the
+    // reference's below.
+    if (backend->device_type() == device.type && backend->usable().ok()) {
+      st = check_supported(*backend, params);
+      if (!st.ok()) return st;
+    }
+  }
+  // The CPU naive algorithm (the float64 reference and the CPU baseline) is cpu-reference's:
+  // cpu::naive_forward reads only the fields it implements, so params using a variant that
+  // cpu-reference does not declare would be judged against a reference that ignored it.
+  if (cpu_ref || !on_cuda) {
+    st = check_supported(*find_backend("cpu-reference"), params);
+    if (!st.ok()) {
+      return Status(st.code(), "verify: the float64 reference and the CPU baseline (the "
+                               "cpu-reference algorithm) cannot check these params: " +
+                                   st.message());
+    }
+  }
 
   r.reference = cpu_ref ? "cpu-reference (float64)" : "naive (float32)";
   const std::string dt(dtype_name(shape.dtype));
   r.baseline = on_cuda ? "naive (" + dt + ")" : "cpu naive (float32 accumulate, " + dt + " out)";
 
   // 3. The backend under test.
-  st = forward(params, r.backend);
+  st = options.run_backend ? options.run_backend(params) : forward(params, r.backend);
   if (!st.ok()) return st;
   bool out_guard = true, lse_guard = true;
   st = outs.out.guard_intact(&out_guard);
@@ -256,7 +206,7 @@ Status verify(const ProblemShape& shape, const VerifyOptions& options, VerifyRep
   if (!st.ok()) return with_context(st, "verify: baseline " + r.baseline);
 
   // 6. Judge.
-  const verifier::OutputDims dims{shape.batch, shape.seqlen_q, shape.heads, shape.head_dim};
+  const verifier::OutputDims dims = verifier::output_dims(shape);
   verifier::judge(dims, shape.dtype, result, baseline, ref, options.check_lse, &r);
   *report = std::move(r);
   return Status::Ok();

@@ -1,5 +1,8 @@
 // The verifier: runs one shape through a backend on fresh seeded inputs and judges the output by
 // the rule of docs/testing.md. Shared by the tests, `flashattn verify` and the Python package.
+// The shape carries the variants (window, softcap, ALiBi, sinks, varlen); their side inputs are
+// generated from the seed (verify/inputs.h) and go to the backend, the reference and the baseline
+// alike.
 //
 //   reference = float64 CPU (cpu-reference) when affordable, else the GPU naive kernel in float32,
 //               from the same inputs already rounded to the test dtype;
@@ -11,49 +14,24 @@
 //             and mean|O - O_ref| <= 1.5 * mean|O_base - O_ref| + atol / 4
 //             and max|LSE - LSE_ref| <= 1e-3 (+ 2x the baseline's LSE error + 4 float32 ulps of
 //             |LSE_ref|, which only count where |LSE| ~ 1e4 puts 1e-3 below float32 resolution)
-//             and LSE = -inf, O = 0 exactly on rows without keys
+//             and O = 0 exactly on rows without keys (the mask rule says which), LSE = -inf
+//             there (the sink's logit with sinks)
 //             and nothing non-finite where the reference is finite
 //             and every output element was written (outputs are NaN-poisoned before the run)
 //             and the guard bytes after each output are untouched.
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "flashattn/forward.h"
+#include "verify/shape.h"
 
 namespace flashattn {
-
-struct ProblemShape {
-  std::int64_t batch = 1, heads = 1, kv_heads = 1, seqlen_q = 1, seqlen_k = 1, head_dim = 64;
-  DType dtype = DType::kBF16;
-  bool causal = false;
-  std::optional<float> scale;
-  std::string to_string() const;  // "b=2 h=8/2 sq=113 sk=203 d=64 bf16 causal"
-};
-
-// How messages call the fields of a ProblemShape: the library's names by default; the CLI passes
-// its flags ("--batch", ...), bench "--seqlens" for both sequence lengths.
-struct ShapeFieldNames {
-  std::string batch = "batch", heads = "heads", kv_heads = "kv_heads", seqlen_q = "seqlen_q",
-              seqlen_k = "seqlen_k", head_dim = "head_dim";
-};
-
-// The sizes a shape implies, each an overflow-checked product (common/checked_math.h).
-struct ShapeSizes {
-  std::int64_t q_bytes = 0;    // batch * seqlen_q * heads * head_dim * dtype size (q, and out)
-  std::int64_t kv_bytes = 0;   // batch * seqlen_k * kv_heads * head_dim * dtype size (k, and v)
-  std::int64_t lse_bytes = 0;  // batch * heads * seqlen_q * 4 (float32)
-  std::int64_t io_bytes = 0;   // q, k, v, out and LSE together
-  std::int64_t macs = 0;       // batch * heads * seqlen_q * seqlen_k * head_dim: the multiply-adds
-                               // of S = Q K^T (and again of O = P V)
-};
-
-// Fills *sizes; kInvalidShape naming the fields (as `names` spells them), their values and the
-// limit when a size does not fit int64 or a field is negative.
-Status shape_sizes(const ProblemShape& shape, ShapeSizes* sizes, const ShapeFieldNames& names = {});
 
 enum class InputLayout {
   kContiguous,   // plain BSHD
@@ -79,8 +57,13 @@ struct VerifyOptions {
   InputLayout layout = InputLayout::kContiguous;  // of q, k, v and out (LSE is contiguous)
   InputKind kind = InputKind::kNormal;
   bool check_lse = true;
-  // float64 CPU reference when batch*heads*seqlen_q*seqlen_k*head_dim (ShapeSizes::macs) is at
-  // most this; above it CUDA backends are judged against the float32 GPU naive kernel and CPU
+  // The backend under test, called instead of forward(params, backend) when set; `backend` is
+  // then only its name in the report. The tests plant errors through it (a backend that drops the
+  // sinks, flips the ALiBi sign, ...) to prove the verifier catches them.
+  std::function<Status(const ForwardParams&)> run_backend;
+  // float64 CPU reference when batch*heads*seqlen_q*seqlen_k*head_dim (ShapeSizes::macs; with a
+  // window or varlen the multiply-adds of the pairs the mask keeps, ShapeSizes::reference_macs)
+  // is at most this; above it CUDA backends are judged against the float32 GPU naive kernel and CPU
   // backends cannot be verified. verify() decides before allocating anything. 6e8 takes about
   // 1 s on 2 cores (the CLI's default shape, 2*8*512*512*128 = 5.4e8, verifies in 2.2 s).
   double cpu_reference_limit = kDefaultCpuReferenceLimit;
@@ -94,6 +77,7 @@ struct ErrorStats {
   std::int64_t masked_nonzero = 0;         // outputs != 0 on rows without keys (LSE_ref = -inf)
   std::vector<std::int64_t> first_bad;     // (b, s, h, d) of the first element over the bound
   std::vector<std::int64_t> first_bad_lse; // (b, h, s) of the first LSE over its bound
+                                           // (varlen: s counts within sequence b)
 };
 
 struct VerifyReport {
@@ -118,11 +102,13 @@ struct VerifyReport {
   std::string to_string() const;      // the multi-line report the CLI prints
 };
 
-// Why a CPU verification of `shape` (with `macs` = ShapeSizes::macs) is refused under `limit`:
+// Why a CPU verification of `shape` (of `sizes`, from shape_sizes) is refused under `limit`:
 // "batch * heads * seqlen_q * seqlen_k * head_dim = 1 * 8 * ... multiply-adds exceeds
-// cpu_reference_limit = 6e+08 ...". verify() returns it; the CLI checks first, naming its flag as
-// `limit_name`.
-std::string cpu_reference_refusal(const ProblemShape& shape, std::int64_t macs, double limit,
+// cpu_reference_limit = 6e+08 ..." (with a window or varlen: "heads * head_dim * (query, key)
+// pairs the mask keeps = 8 * 128 * 665600 = ..."). verify() returns it; the CLI checks first,
+// naming its flag as `limit_name`.
+std::string cpu_reference_refusal(const ProblemShape& shape, const ShapeSizes& sizes,
+                                  double limit,
                                   const std::string& limit_name = "cpu_reference_limit");
 
 // Runs the whole procedure. A non-ok Status means the verification could not run (bad shape,

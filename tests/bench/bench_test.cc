@@ -64,6 +64,29 @@ TEST(BenchTest, AttentionFlops) {
   EXPECT_EQ(attention_flops(s), 0.0);
 }
 
+// With a window the FLOPs count the pairs it keeps; causal as the window (-1, 0) keeps the
+// halved convention; softcap, ALiBi and sinks count nothing.
+TEST(BenchTest, AttentionFlopsOfVariants) {
+  ProblemShape s;
+  s.batch = 2;
+  s.heads = 3;
+  s.seqlen_q = s.seqlen_k = 100;
+  s.head_dim = 64;
+  s.window_left = 10;
+  s.window_right = 0;
+  // Row i sees min(i, 10) + 1 keys: 100 * 11 - (10 * 11) / 2 pairs per (batch, head).
+  EXPECT_DOUBLE_EQ(attention_flops(s), 4.0 * 3 * 64 * 2 * (100 * 11 - 55));
+  s.window_left = -1;
+  s.causal = true;
+  EXPECT_DOUBLE_EQ(attention_flops(s), 2.0 * 2 * 3 * 100 * 100 * 64);
+  s.causal = false;
+  s.window_right = -1;
+  s.softcap = 30.0f;
+  s.alibi = AlibiMode::kHeads;
+  s.sinks = true;
+  EXPECT_DOUBLE_EQ(attention_flops(s), 4.0 * 2 * 3 * 100 * 100 * 64);
+}
+
 TEST(BenchTest, Summarize) {
   bench::TimingSummary t = bench::summarize({3.0, 1.0, 2.0});
   EXPECT_EQ(t.median_ms, 2.0);

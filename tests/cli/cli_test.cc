@@ -151,14 +151,16 @@ TEST_F(CliTest, EverySubcommandDocumentsItsFlags) {
       {"verify",
        {"--batch", "--heads", "--kv-heads", "--seqlen-q", "--seqlen-k", "--head-dim", "--dtype",
         "--causal", "--scale", "--seed", "--backend", "--device", "--threads", "--layout",
-        "--inputs", "--no-lse", "--cpu-reference-limit"}},
+        "--inputs", "--no-lse", "--cpu-reference-limit", "--window", "--softcap", "--sinks",
+        "--varlen-k"}},
       {"bench",
        {"--batch", "--heads", "--kv-heads", "--head-dim", "--dtype", "--causal", "--scale",
         "--seed", "--device", "--threads", "--seqlens", "--backends", "--warmup", "--iters",
-        "--max-seconds", "--csv"}},
+        "--max-seconds", "--csv", "--window", "--softcap", "--sinks"}},
       {"run",
        {"--q", "--k", "--v", "--out", "--lse", "--dtype", "--causal", "--scale", "--backend",
-        "--device", "--threads"}},
+        "--device", "--threads", "--window", "--softcap", "--alibi-slopes", "--sinks",
+        "--cu-seqlens-q", "--cu-seqlens-k", "--max-seqlen-q", "--max-seqlen-k"}},
   };
   for (const auto& [cmd, flags] : expected) {
     for (const std::string& how : {cmd + " --help", "help " + cmd}) {

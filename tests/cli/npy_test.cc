@@ -248,6 +248,45 @@ TEST(Npy, RejectsEveryMalformedFile) {
   }
 }
 
+// Index files (cu_seqlens): int32 and int64 read exactly where integers are asked for, and only
+// there; floats are refused with a hint.
+TEST(Npy, IntegerFilesWhereIntegersAreRead) {
+  for (ElemType type : {ElemType::kInt32, ElemType::kInt64}) {
+    Array a;
+    a.type = type;
+    a.shape = {5};
+    a.ints = {0, 17, 17, 16777217, type == ElemType::kInt32 ? -7 : (std::int64_t{1} << 40)};
+    const std::string bytes = encode(a);
+    EXPECT_NE(bytes.find(type == ElemType::kInt32 ? "'<i4'" : "'<i8'"), std::string::npos);
+    Array b;
+    std::string error;
+    ASSERT_TRUE(parse(bytes, "cu.npy", &b, &error, Content::kInteger)) << error;
+    EXPECT_EQ(b.type, type);
+    EXPECT_TRUE(b.is_integer());
+    EXPECT_EQ(b.shape, a.shape);
+    EXPECT_EQ(b.ints, a.ints);
+    EXPECT_TRUE(b.values.empty());
+    // Where floats are read, an integer file stays an unsupported dtype.
+    EXPECT_FALSE(parse(bytes, "q.npy", &b, &error));
+    EXPECT_NE(error.find("unsupported dtype"), std::string::npos) << error;
+  }
+  Array f = make_array(ElemType::kFloat32, {3});
+  Array out;
+  std::string error;
+  EXPECT_FALSE(parse(encode(f), "cu.npy", &out, &error, Content::kInteger));
+  EXPECT_EQ(error,
+            "cu.npy: unsupported dtype '<f4' (floating point; offsets are integers: save "
+            "numpy.asarray(a, dtype=numpy.int32)); expected '<i4' (int32) or '<i8' (int64)");
+  EXPECT_FALSE(parse(make_file("{'descr': '>i8', 'fortran_order': False, 'shape': (1,), }",
+                               std::string(8, '\0')),
+                     "cu.npy", &out, &error, Content::kInteger));
+  EXPECT_NE(error.find("big-endian"), std::string::npos) << error;
+  EXPECT_FALSE(parse(make_file("{'descr': '<i4', 'fortran_order': False, 'shape': (2,), }",
+                               std::string(4, '\0')),
+                     "cu.npy", &out, &error, Content::kInteger));
+  EXPECT_NE(error.find("truncated .npy data"), std::string::npos) << error;
+}
+
 TEST(Npy, ReadReportsMissingFile) {
   Array a;
   std::string error;

@@ -283,5 +283,32 @@ TEST(OwnedTensorTest, DeviceTensorWithoutCudaIsAnError) {
   EXPECT_FALSE(st.ok());
 }
 
+// int32 index tensors (cu_seqlens) round-trip exactly, past float's 2^24, strided too; other
+// dtypes are refused.
+TEST(OwnedTensorTest, Int32RoundTrip) {
+  const std::vector<std::int32_t> values = {0, 17, 16777217, 2147483647, -5, 3};
+  OwnedTensor t;
+  ASSERT_TRUE(OwnedTensor::create(DType::kInt32, Device::cpu(), {6}, &t).ok());
+  ASSERT_TRUE(t.from_host_int32(values).ok());
+  std::vector<std::int32_t> back;
+  ASSERT_TRUE(t.to_host_int32(&back).ok());
+  EXPECT_EQ(back, values);
+  OwnedTensor strided;
+  ASSERT_TRUE(OwnedTensor::create(DType::kInt32, Device::cpu(), {2, 3}, &strided, {8, 2}).ok());
+  ASSERT_TRUE(strided.from_host_int32(values).ok());
+  ASSERT_TRUE(strided.to_host_int32(&back).ok());
+  EXPECT_EQ(back, values);
+  EXPECT_EQ(static_cast<const std::int32_t*>(strided.view().data)[8], 2147483647);  // (1, 0)
+  OwnedTensor copy;
+  ASSERT_TRUE(strided.copy_to(Device::cpu(), &copy).ok());
+  ASSERT_TRUE(copy.to_host_int32(&back).ok());
+  EXPECT_EQ(back, values);
+  EXPECT_EQ(t.from_host_int32({1, 2}).code(), StatusCode::kInvalidShape);
+  OwnedTensor f;
+  ASSERT_TRUE(OwnedTensor::create(DType::kFP32, Device::cpu(), {6}, &f).ok());
+  EXPECT_EQ(f.from_host_int32(values).code(), StatusCode::kInvalidDtype);
+  EXPECT_EQ(f.to_host_int32(&back).code(), StatusCode::kInvalidDtype);
+}
+
 }  // namespace
 }  // namespace flashattn

@@ -218,6 +218,18 @@ void ArgParser::add_string_list(const std::string& name,
   add(name, metavar, help, [name, out](const std::string& v) { *out = split_list(name, v); });
 }
 
+void ArgParser::add_value(const std::string& name, const std::string& metavar,
+                          const std::string& help, std::function<void(const std::string&)> apply) {
+  add(name, metavar, help, std::move(apply));
+}
+
+bool ArgParser::given(const std::string& name) const {
+  for (const Flag& f : flags_) {
+    if (f.name == name) return f.seen;
+  }
+  return false;
+}
+
 bool ArgParser::parse(const std::vector<std::string>& args) {
   for (const std::string& arg : args) {
     if (arg == "-h" || arg == "--help") {
@@ -341,6 +353,84 @@ void add_common_flags(ArgParser& parser, CommonFlags* flags, const ShapeDefaults
                      std::to_string(std::max(1u, std::thread::hardware_concurrency())) +
                      " hardware threads; an invalid value of it fails with exit status 1)",
                  1, cpu::kMaxThreads);
+}
+
+std::pair<std::int64_t, std::int64_t> parse_window(const std::string& flag,
+                                                   const std::string& text) {
+  const std::string expected =
+      flag + " expects L,R: two integers >= -1 (keys left and right of the diagonal; -1 is "
+             "unbounded), got " + quote(text);
+  const std::size_t comma = text.find(',');
+  if (comma == std::string::npos || text.find(',', comma + 1) != std::string::npos) {
+    throw UsageError(expected);
+  }
+  std::int64_t sides[2] = {0, 0};
+  const std::string parts[2] = {text.substr(0, comma), text.substr(comma + 1)};
+  for (int i = 0; i < 2; ++i) {
+    try {
+      sides[i] = parse_int_value(flag, parts[i], -1);
+    } catch (const UsageError&) {
+      throw UsageError(expected);
+    }
+  }
+  return {sides[0], sides[1]};
+}
+
+void add_variant_flags(ArgParser& parser, VariantFlags* flags, bool generated) {
+  parser.section("Variants");
+  parser.add_value("--window", "L,R",
+                   "sliding window: query row i sees keys j with i + d - L <= j <= i + d + R,\n"
+                   "d = seqlen_k - seqlen_q (bottom-right aligned); -1 leaves a side unbounded;\n"
+                   "--causal is R = 0, so with it R must be 0 or -1 (default -1,-1: no window)",
+                   [flags](const std::string& v) { flags->window = parse_window("--window", v); });
+  parser.add_number("--softcap", &flags->softcap, "X",
+                    "score soft-capping, >= 0: scores become X * tanh(scores / X) before the\n"
+                    "softmax (Gemma 2, Grok; default 0: off)",
+                    0.0, /*exclusive=*/false);
+  if (!generated) return;
+  parser.add_choice("--alibi", &flags->alibi, {"none", "heads", "batch-heads"},
+                    "ALiBi bias -slope * |i + d - j| with generated slopes: heads gives\n"
+                    "slope_h = 2^(-8 (h + 1) / heads) (the same formula for any head count),\n"
+                    "batch-heads (batch, heads) slopes slope_h * (1 + b / batch) (default none)");
+  parser.add_switch("--sinks", &flags->sinks,
+                    "attention sinks: one generated logit per head (drawn from --seed, about\n"
+                    "N(4, 9)) joins every row's softmax denominator and adds no value; a row\n"
+                    "without keys then has LSE = the sink, O = 0");
+}
+
+void check_window_with_causal(const VariantFlags& flags, bool causal) {
+  if (causal && flags.window.has_value() && flags.window->second != 0 &&
+      flags.window->second != -1) {
+    throw UsageError("--window " + std::to_string(flags.window->first) + "," +
+                     std::to_string(flags.window->second) +
+                     " with --causal: causal fixes R = 0 (give --window " +
+                     std::to_string(flags.window->first) + ",0, or drop --causal)");
+  }
+}
+
+void apply_variant_flags(const VariantFlags& flags, ProblemShape* shape) {
+  check_window_with_causal(flags, shape->causal);
+  if (flags.window.has_value()) {
+    shape->window_left = flags.window->first;
+    shape->window_right = flags.window->second;
+  }
+  if (flags.softcap.has_value()) shape->softcap = static_cast<float>(*flags.softcap);
+  if (flags.alibi == std::optional<std::string>("heads")) shape->alibi = AlibiMode::kHeads;
+  if (flags.alibi == std::optional<std::string>("batch-heads")) {
+    shape->alibi = AlibiMode::kBatchHeads;
+  }
+  shape->sinks = flags.sinks;
+}
+
+std::string variant_command_line(const ProblemShape& s) {
+  std::ostringstream os;
+  if (s.window_left != -1 || s.window_right != -1) {
+    os << " --window " << s.window_left << "," << s.window_right;
+  }
+  if (s.softcap != 0.0f) os << " --softcap " << s.softcap;
+  if (s.alibi != AlibiMode::kNone) os << " --alibi " << alibi_mode_name(s.alibi);
+  if (s.sinks) os << " --sinks";
+  return os.str();
 }
 
 void apply_threads(const CommonFlags& flags) {

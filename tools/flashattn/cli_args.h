@@ -13,6 +13,7 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "flashattn/flashattn.h"
@@ -74,6 +75,11 @@ class ArgParser {
                     std::int64_t min_value = 0);
   void add_string_list(const std::string& name, std::optional<std::vector<std::string>>* out,
                        const std::string& metavar, const std::string& help);
+  // A flag with a value parsed by `apply`, which throws UsageError for a bad one.
+  void add_value(const std::string& name, const std::string& metavar, const std::string& help,
+                 std::function<void(const std::string&)> apply);
+  // Whether `name` was given on the command line (after parse()).
+  bool given(const std::string& name) const;
   // Parses the words after the subcommand: "--flag value" or "--flag=value"; each flag at most
   // once; no positional arguments. Returns false when -h/--help was given (the help was printed to
   // stdout; exit 0). Throws UsageError.
@@ -116,6 +122,29 @@ struct CommonFlags {
   std::optional<std::string> device;
   std::optional<std::int64_t> threads;
 };
+
+// The variant flags (flashattn/params.h): --window and --softcap for verify, bench and run;
+// --alibi and --sinks (generated side inputs, verify/inputs.h) for verify and bench; run reads
+// those from files instead.
+struct VariantFlags {
+  std::optional<std::pair<std::int64_t, std::int64_t>> window;  // (left, right), each >= -1
+  std::optional<double> softcap;
+  std::optional<std::string> alibi;  // none | heads | batch-heads
+  bool sinks = false;
+};
+
+// "--window expects L,R: two integers >= -1 (-1 is unbounded), got \"64\"" for anything else.
+std::pair<std::int64_t, std::int64_t> parse_window(const std::string& flag,
+                                                   const std::string& text);
+
+// Registers the variant flags in a "Variants" section; `generated` adds --alibi and --sinks.
+void add_variant_flags(ArgParser& parser, VariantFlags* flags, bool generated);
+// Copies them into `shape` (window, softcap, alibi mode, sinks). Throws UsageError for a window
+// whose R is not 0 (or -1) with --causal: causal fixes R = 0.
+void apply_variant_flags(const VariantFlags& flags, ProblemShape* shape);
+void check_window_with_causal(const VariantFlags& flags, bool causal);
+// The flags that reproduce `shape`'s window, softcap, alibi and sinks (" --window 64,0 ...").
+std::string variant_command_line(const ProblemShape& shape);
 
 // Registers the shape flags; their help shows `cuda` and `cpu` defaults. `with_sizes` false leaves
 // out batch/heads/kv-heads/head-dim/seed (run reads them from the files), `with_seqlens` false

@@ -50,6 +50,7 @@ std::string command_line(const BenchOptions& o) {
      << " --heads " << s.heads << " --kv-heads " << s.kv_heads << " --head-dim " << s.head_dim
      << " --dtype " << dtype_name(s.dtype) << (s.causal ? " --causal" : "");
   if (s.scale.has_value()) os << " --scale " << *s.scale;
+  os << variant_command_line(s);
   os << " --seed " << o.seed << " --seqlens " << join(o.seqlens) << " --backends "
      << join(o.backends) << " --warmup " << o.warmup << " --iters " << o.max_iters
      << " --max-seconds " << o.max_seconds_per_cell;
@@ -70,6 +71,8 @@ int cmd_bench(const Args& args) {
       "(a first cell no larger than that runs without an estimate). A cell estimated above\n"
       "--max-seconds is skipped: the table says so with the estimate.\n"
       "Progress goes to stderr (a line as each cell starts and ends), the table to stdout.\n"
+      "The variants (--window, --softcap, --alibi, --sinks) apply to every cell; a backend\n"
+      "that does not implement one shows \"unsupported\" cells with the library's message.\n"
       "Exit status 1 if the benchmark could not run or a cell failed with an error (OOM,\n"
       "unsupported and skipped cells are results, not errors).";
   ArgParser parser("flashattn bench", "[flags]", description);
@@ -101,8 +104,11 @@ int cmd_bench(const Args& args) {
                     0.0, true);
   parser.section("Output");
   parser.add_string("--csv", &csv_path, "FILE", "also write the results as CSV to FILE");
+  VariantFlags variants;
+  add_variant_flags(parser, &variants, /*generated=*/true);
   if (!parser.parse(args)) return kExitOk;
 
+  check_window_with_causal(variants, flags.causal);
   apply_threads(flags);
   if (single_backend.has_value()) {
     if (backends.has_value()) throw UsageError("give either --backend or --backends, not both");
@@ -127,6 +133,7 @@ int cmd_bench(const Args& args) {
 
   BenchOptions options;
   options.shape = make_shape(flags, on_cuda ? kCudaDefaults : kCpuDefaults);
+  apply_variant_flags(variants, &options.shape);
   options.seqlens = seqlens.value_or(on_cuda ? kCudaSeqlens : kCpuSeqlens);
   options.backends = backends.value_or(on_cuda ? kCudaBackends : kCpuBackends);
   options.device = device;

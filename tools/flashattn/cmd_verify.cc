@@ -37,6 +37,83 @@ InputKind parse_inputs(const std::string& s) {
   return InputKind::kNormal;  // unreachable: add_choice accepted only the names above
 }
 
+// --varlen: "random" or lengths.
+struct VarlenFlag {
+  bool random = false;
+  std::vector<std::int64_t> lengths;
+};
+
+VarlenFlag parse_varlen(const std::string& text) {
+  VarlenFlag v;
+  if (text == "random") {
+    v.random = true;
+    return v;
+  }
+  const std::string expected =
+      "--varlen expects random or lengths L1,L2,... (integers >= 0, one per sequence), got \"" +
+      text + "\"";
+  try {
+    for (const std::string& item : split_list("--varlen", text)) {
+      v.lengths.push_back(parse_int_value("--varlen", item, 0));
+    }
+  } catch (const UsageError&) {
+    throw UsageError(expected);
+  }
+  return v;
+}
+
+// The varlen part of the shape from --varlen, --varlen-k and --seqused-k (dense when --varlen is
+// absent). Throws UsageError for flags that do not go together.
+void apply_varlen(const ArgParser& parser, const std::optional<VarlenFlag>& varlen,
+                  const std::optional<std::vector<std::int64_t>>& varlen_k,
+                  const std::optional<std::vector<std::int64_t>>& seqused_k, std::uint64_t seed,
+                  ProblemShape* shape) {
+  if (!varlen.has_value()) {
+    for (const char* flag : {"--varlen-k", "--seqused-k"}) {
+      if (parser.given(flag)) {
+        throw UsageError(std::string(flag) + " needs --varlen (variable-length sequences)");
+      }
+    }
+    return;
+  }
+  std::vector<std::int64_t> q, k;
+  if (varlen->random) {
+    if (shape->batch < 1) {
+      throw UsageError("--varlen random needs --batch >= 1, got " + std::to_string(shape->batch));
+    }
+    const verifier::VarlenLengths drawn =
+        verifier::random_varlen(seed, shape->batch, shape->seqlen_q, shape->seqlen_k);
+    q = drawn.q;
+    k = drawn.k;
+  } else {
+    for (const char* flag : {"--seqlen-q", "--seqlen-k"}) {
+      if (parser.given(flag)) {
+        throw UsageError(std::string(flag) +
+                         " does not apply with --varlen LIST: the lengths are given (use "
+                         "--varlen random for lengths around --seqlen-q / --seqlen-k)");
+      }
+    }
+    q = k = varlen->lengths;
+    const auto count = static_cast<std::int64_t>(q.size());
+    if (parser.given("--batch") && shape->batch != count) {
+      throw UsageError("--batch " + std::to_string(shape->batch) + " disagrees with --varlen's " +
+                       std::to_string(count) + " sequence" + (count == 1 ? "" : "s"));
+    }
+  }
+  if (varlen_k.has_value()) {
+    if (varlen->random && parser.given("--seqlen-k")) {
+      throw UsageError("--seqlen-k does not apply with --varlen-k: the key lengths are given");
+    }
+    k = *varlen_k;
+    if (k.size() != q.size()) {
+      throw UsageError("--varlen-k has " + std::to_string(k.size()) + " length" +
+                       (k.size() == 1 ? "" : "s") + ", expected " + std::to_string(q.size()) +
+                       " (one per sequence of --varlen)");
+    }
+  }
+  shape->set_varlen(q, k, seqused_k.value_or(std::vector<std::int64_t>{}));
+}
+
 }  // namespace
 
 int cmd_verify(const Args& args) {
@@ -51,8 +128,11 @@ int cmd_verify(const Args& args) {
           format_number(kDefaultCpuReferenceLimit) +
           ": about 1 s on 2 cores); above it\n"
           "--device cpu refuses before allocating anything, and cuda verifies against the GPU\n"
-          "naive kernel in float32. Prints the report; exit status 0 on pass, 1 on failure or\n"
-          "when it could not run.");
+          "naive kernel in float32. The variants (--window, --softcap, --alibi, --sinks,\n"
+          "--varlen) apply to the backend, the reference and the baseline alike; a backend that\n"
+          "does not implement one fails with the library's message (exit status 1). With a\n"
+          "window or --varlen the limit counts the (query, key) pairs the mask keeps.\n"
+          "Prints the report; exit status 0 on pass, 1 on failure or when it could not run.");
   CommonFlags flags;
   add_common_flags(parser, &flags, kCudaDefaults, kCpuDefaults, /*with_sizes=*/true,
                    /*with_seqlens=*/true, /*with_backend=*/true);
@@ -73,21 +153,54 @@ int cmd_verify(const Args& args) {
                     "largest batch*heads*seqlen_q*seqlen_k*head_dim (multiply-adds) the\n"
                     "float64 CPU reference takes (default " + format_number(kDefaultCpuReferenceLimit) +
                         ", about 1 s on 2 cores);\n"
-                        "raise it to verify larger shapes on the CPU",
+                        "with --window or --varlen, heads*head_dim*(query, key) pairs the mask\n"
+                        "keeps; raise it to verify larger shapes on the CPU",
                     0.0, /*exclusive=*/true);
+  VariantFlags variants;
+  add_variant_flags(parser, &variants, /*generated=*/true);
+  std::optional<VarlenFlag> varlen;
+  std::optional<std::vector<std::int64_t>> varlen_k, seqused_k;
+  parser.add_value("--varlen", "random|L1,L2,...",
+                   "variable-length sequences, packed (total, heads, head_dim): random draws\n"
+                   "--batch lengths from --seed summing to batch * --seqlen-q (and\n"
+                   "batch * --seqlen-k for keys), one sequence empty and (batch >= 3) one with\n"
+                   "queries but no keys; a list gives each sequence's length, for q and k",
+                   [&varlen](const std::string& v) { varlen = parse_varlen(v); });
+  parser.add_int_list("--varlen-k", &varlen_k, "L1,L2,...",
+                      "the key lengths of the --varlen sequences, when they differ from q's", 0);
+  parser.add_int_list("--seqused-k", &seqused_k, "N1,N2,...",
+                      "with --varlen: sequence b uses only its first N_b keys (seqused_k)", 0);
   if (!parser.parse(args)) return kExitOk;
+
+  ShapeFieldNames names = shape_flag_names("--seqlen-q", "--seqlen-k");
+  names.seqlens_q = "--varlen";
+  names.seqlens_k = varlen_k.has_value() ? "--varlen-k" : "--varlen";
+  names.seqused_k = "--seqused-k";
+  // The variant and varlen flags are judged before the device is (so a usage error is the one
+  // line printed): the sizes they depend on default alike on both devices.
+  static_assert(kCudaDefaults.batch == kCpuDefaults.batch &&
+                kCudaDefaults.seqlen == kCpuDefaults.seqlen);
+  auto shape_for = [&](const ShapeDefaults& defaults) {
+    ProblemShape s = make_shape(flags, defaults);
+    apply_variant_flags(variants, &s);
+    apply_varlen(parser, varlen, varlen_k, seqused_k, flags.seed.value_or(0), &s);
+    const Status st = check_varlen_lengths(s, names);
+    if (!st.ok()) throw UsageError(st.message());
+    return s;
+  };
+  shape_for(kCpuDefaults);
 
   apply_threads(flags);
   const std::string backend = flags.backend.value_or("auto");
   check_backend_name("--backend", backend, /*allow_auto=*/true);
   const Device device = resolve_device("flashattn verify", flags.device, {backend});
   const ProblemShape shape =
-      make_shape(flags, device.type == DeviceType::kCUDA ? kCudaDefaults : kCpuDefaults);
-  const ShapeSizes sizes = check_shape_sizes(shape, shape_flag_names("--seqlen-q", "--seqlen-k"));
+      shape_for(device.type == DeviceType::kCUDA ? kCudaDefaults : kCpuDefaults);
+  const ShapeSizes sizes = check_shape_sizes(shape, names);
   const double limit = cpu_reference_limit.value_or(kDefaultCpuReferenceLimit);
-  if (device.type == DeviceType::kCPU && static_cast<double>(sizes.macs) > limit) {
+  if (device.type == DeviceType::kCPU && static_cast<double>(sizes.reference_macs) > limit) {
     throw RunError("--device cpu: " +
-                   cpu_reference_refusal(shape, sizes.macs, limit, "--cpu-reference-limit") +
+                   cpu_reference_refusal(shape, sizes, limit, "--cpu-reference-limit") +
                    " (raise the limit to verify it anyway)");
   }
 

@@ -219,8 +219,34 @@ class HeaderParser {
 }  // namespace
 
 std::string_view elem_type_name(ElemType type) {
-  return type == ElemType::kFloat32 ? "'<f4' (float32)" : "'<f2' (float16)";
+  switch (type) {
+    case ElemType::kFloat32: return "'<f4' (float32)";
+    case ElemType::kFloat16: return "'<f2' (float16)";
+    case ElemType::kInt32: return "'<i4' (int32)";
+    case ElemType::kInt64: return "'<i8' (int64)";
+  }
+  return "?";
 }
+
+namespace {
+
+std::uint64_t elem_bytes_of(ElemType type) {
+  switch (type) {
+    case ElemType::kFloat16: return 2;
+    case ElemType::kInt64: return 8;
+    case ElemType::kFloat32:
+    case ElemType::kInt32: return 4;
+  }
+  return 4;
+}
+
+std::uint64_t read_le64(const unsigned char* p) {
+  std::uint64_t v = 0;
+  for (int i = 7; i >= 0; --i) v = (v << 8) | p[i];
+  return v;
+}
+
+}  // namespace
 
 std::int64_t Array::numel() const {
   std::int64_t n = 1;
@@ -238,7 +264,8 @@ std::string shape_string(const std::vector<std::int64_t>& shape) {
   return s + ")";
 }
 
-bool parse(std::string_view bytes, const std::string& name, Array* out, std::string* error) {
+bool parse(std::string_view bytes, const std::string& name, Array* out, std::string* error,
+           Content content) {
   auto fail = [&](const std::string& msg) {
     *error = name + ": " + msg;
     return false;
@@ -279,7 +306,22 @@ bool parse(std::string_view bytes, const std::string& name, Array* out, std::str
   const std::string err = HeaderParser(header).parse(&descr, &fortran_order, &shape);
   if (!err.empty()) return fail("bad .npy header: " + err);
 
-  if (*descr == "<f4") {
+  if (content == Content::kInteger) {
+    if (*descr == "<i4") {
+      out->type = ElemType::kInt32;
+    } else if (*descr == "<i8") {
+      out->type = ElemType::kInt64;
+    } else {
+      std::string why;
+      if (descr->size() == 3 && (*descr)[0] == '>' && ((*descr)[1] == 'i')) {
+        why = " (big-endian; save with a.astype('<" + descr->substr(1) + "'))";
+      } else if (!descr->empty() && descr->find('f') != std::string::npos) {
+        why = " (floating point; offsets are integers: save numpy.asarray(a, dtype=numpy.int32))";
+      }
+      return fail("unsupported dtype '" + *descr + "'" + why +
+                  "; expected '<i4' (int32) or '<i8' (int64)");
+    }
+  } else if (*descr == "<f4") {
     out->type = ElemType::kFloat32;
   } else if (*descr == "<f2") {
     out->type = ElemType::kFloat16;
@@ -300,7 +342,7 @@ bool parse(std::string_view bytes, const std::string& name, Array* out, std::str
         "(numpy.ascontiguousarray(a))");
   }
 
-  const std::uint64_t elem_bytes = out->type == ElemType::kFloat32 ? 4 : 2;
+  const std::uint64_t elem_bytes = elem_bytes_of(out->type);
   std::uint64_t numel = 1;
   for (std::int64_t d : *shape) {
     const auto ud = static_cast<std::uint64_t>(d);
@@ -322,8 +364,19 @@ bool parse(std::string_view bytes, const std::string& name, Array* out, std::str
   }
 
   out->shape = *shape;
-  out->values.resize(numel);
+  out->values.clear();
+  out->ints.clear();
   const unsigned char* p = data + prefix + header_len;
+  if (out->is_integer()) {
+    out->ints.resize(numel);
+    for (std::uint64_t i = 0; i < numel; ++i) {
+      out->ints[i] = out->type == ElemType::kInt32
+                         ? static_cast<std::int32_t>(read_le(p + 4 * i, 4))
+                         : static_cast<std::int64_t>(read_le64(p + 8 * i));
+    }
+    return true;
+  }
+  out->values.resize(numel);
   if (out->type == ElemType::kFloat32) {
     for (std::uint64_t i = 0; i < numel; ++i) out->values[i] = bits_float(read_le(p + 4 * i, 4));
   } else {
@@ -334,7 +387,7 @@ bool parse(std::string_view bytes, const std::string& name, Array* out, std::str
   return true;
 }
 
-bool read(const std::string& path, Array* out, std::string* error) {
+bool read(const std::string& path, Array* out, std::string* error, Content content) {
   // An ifstream opens a directory and reads 0 bytes from it ("not a .npy file ... 0 bytes").
   std::error_code ec;
   if (std::filesystem::is_directory(path, ec)) {
@@ -353,11 +406,11 @@ bool read(const std::string& path, Array* out, std::string* error) {
     return false;
   }
   const std::string bytes = contents.str();
-  return parse(bytes, path, out, error);
+  return parse(bytes, path, out, error, content);
 }
 
 std::string encode(const Array& array) {
-  const std::string descr = array.type == ElemType::kFloat32 ? "<f4" : "<f2";
+  const std::string descr(elem_type_name(array.type).substr(1, 3));  // "<f4", "<i8", ...
   std::string header = "{'descr': '" + descr +
                        "', 'fortran_order': False, 'shape': " + shape_string(array.shape) + ", }";
   const std::size_t prefix = kMagicBytes + 2 + 2;
@@ -366,16 +419,24 @@ std::string encode(const Array& array) {
   header.append(total - prefix - header.size() - 1, ' ');
   header += '\n';
 
-  const std::size_t elem_bytes = array.type == ElemType::kFloat32 ? 4 : 2;
+  const std::size_t elem_bytes = elem_bytes_of(array.type);
   std::string bytes;
-  bytes.reserve(total + array.values.size() * elem_bytes);
+  bytes.reserve(total + static_cast<std::size_t>(array.numel()) * elem_bytes);
   bytes.append(kMagic, kMagicBytes);
   bytes += static_cast<char>(1);
   bytes += static_cast<char>(0);
   bytes += static_cast<char>(header.size() & 0xff);
   bytes += static_cast<char>((header.size() >> 8) & 0xff);
   bytes += header;
+  for (std::int64_t v : array.ints) {
+    if (!array.is_integer()) break;
+    const auto bits = static_cast<std::uint64_t>(v);
+    for (std::size_t b = 0; b < elem_bytes; ++b) {
+      bytes += static_cast<char>((bits >> (8 * b)) & 0xff);
+    }
+  }
   for (float v : array.values) {
+    if (array.is_integer()) break;
     const std::uint32_t bits =
         array.type == ElemType::kFloat32 ? float_bits(v) : float_to_fp16_bits(v);
     for (std::size_t b = 0; b < elem_bytes; ++b) {
@@ -386,9 +447,10 @@ std::string encode(const Array& array) {
 }
 
 bool write(const std::string& path, const Array& array, std::string* error) {
-  if (static_cast<std::int64_t>(array.values.size()) != array.numel()) {
-    *error = path + ": internal error: " + std::to_string(array.values.size()) +
-             " values for shape " + shape_string(array.shape);
+  const std::size_t count = array.is_integer() ? array.ints.size() : array.values.size();
+  if (static_cast<std::int64_t>(count) != array.numel()) {
+    *error = path + ": internal error: " + std::to_string(count) + " values for shape " +
+             shape_string(array.shape);
     return false;
   }
   const std::string bytes = encode(array);
