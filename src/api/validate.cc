@@ -201,18 +201,20 @@ Status check_varlen_values(const ForwardParams& p, std::int64_t batch) {
                         std::to_string(c[b + 1]) + " < " + o.name + "[" + std::to_string(b) +
                         "] = " + std::to_string(c[b]) + ": offsets must not decrease");
       }
+      // An offset past the packed tensor is reported before a length over max_seqlen: it is the
+      // cause, whatever max_seqlen says.
+      if (c[b + 1] > o.total) {
+        return fail(StatusCode::kInvalidArgument,
+                    std::string(o.name) + "[" + std::to_string(b + 1) + "] = " +
+                        std::to_string(c[b + 1]) + " is past " + o.total_name + " = " +
+                        std::to_string(o.total));
+      }
       if (len > o.max_len) {
         return fail(StatusCode::kInvalidArgument,
                     std::string(o.max_name) + " = " + std::to_string(o.max_len) +
                         " is below the length of sequence " + std::to_string(b) + " (" +
                         std::to_string(len) + ", from " + o.name + ")");
       }
-    }
-    if (c[batch] > o.total) {
-      return fail(StatusCode::kInvalidArgument,
-                  std::string(o.name) + "[" + std::to_string(batch) + "] = " +
-                      std::to_string(c[batch]) + " is past " + o.total_name + " = " +
-                      std::to_string(o.total));
     }
   }
   if (p.seqused_k.defined()) {
@@ -402,8 +404,32 @@ Status validate(const ForwardParams& p) {
     }
   }
 
-  // 8. Side inputs: ALiBi slopes, sinks, the varlen offsets.
+  // 8. Side inputs: the varlen offsets first (with varlen they give the batch), then ALiBi slopes
+  // and sinks.
+  if (varlen) {
+    if (p.cu_seqlens_q.rank != 1) {
+      return fail(StatusCode::kInvalidRank, "cu_seqlens_q.rank = " +
+                                                std::to_string(p.cu_seqlens_q.rank) +
+                                                ", expected 1 (batch + 1)");
+    }
+    if (p.cu_seqlens_q.shape[0] < 1) {
+      return fail(StatusCode::kInvalidShape, "cu_seqlens_q.shape[0] = " +
+                                                 std::to_string(p.cu_seqlens_q.shape[0]) +
+                                                 ", expected >= 1 (batch + 1)");
+    }
+  }
   const std::int64_t batch = varlen ? p.cu_seqlens_q.shape[0] - 1 : p.q.shape[0];
+  if (varlen) {
+    FA_RETURN_IF_ERROR(check_side_tensor(p.cu_seqlens_q, "cu_seqlens_q", DType::kInt32,
+                                         {batch + 1}, "(batch + 1)", p.q.device));
+    FA_RETURN_IF_ERROR(check_side_tensor(p.cu_seqlens_k, "cu_seqlens_k", DType::kInt32,
+                                         {batch + 1}, "(batch + 1, as cu_seqlens_q)",
+                                         p.q.device));
+    if (p.seqused_k.defined()) {
+      FA_RETURN_IF_ERROR(check_side_tensor(p.seqused_k, "seqused_k", DType::kInt32, {batch},
+                                           "(batch)", p.q.device));
+    }
+  }
   if (p.alibi_slopes.defined()) {
     if (p.alibi_slopes.rank == 2) {
       FA_RETURN_IF_ERROR(check_side_tensor(p.alibi_slopes, "alibi_slopes", DType::kFP32,
@@ -416,25 +442,6 @@ Status validate(const ForwardParams& p) {
   if (p.sinks.defined()) {
     FA_RETURN_IF_ERROR(
         check_side_tensor(p.sinks, "sinks", DType::kFP32, {heads}, "(heads)", p.q.device));
-  }
-  if (varlen) {
-    if (p.cu_seqlens_q.rank != 1 || p.cu_seqlens_q.shape[0] < 1) {
-      return fail(StatusCode::kInvalidShape,
-                  "cu_seqlens_q must be int32 (batch + 1) with batch + 1 >= 1, got rank " +
-                      std::to_string(p.cu_seqlens_q.rank) +
-                      (p.cu_seqlens_q.rank == 1
-                           ? " and shape[0] = " + std::to_string(p.cu_seqlens_q.shape[0])
-                           : std::string()));
-    }
-    FA_RETURN_IF_ERROR(check_side_tensor(p.cu_seqlens_q, "cu_seqlens_q", DType::kInt32,
-                                         {batch + 1}, "(batch + 1)", p.q.device));
-    FA_RETURN_IF_ERROR(check_side_tensor(p.cu_seqlens_k, "cu_seqlens_k", DType::kInt32,
-                                         {batch + 1}, "(batch + 1, as cu_seqlens_q)",
-                                         p.q.device));
-    if (p.seqused_k.defined()) {
-      FA_RETURN_IF_ERROR(check_side_tensor(p.seqused_k, "seqused_k", DType::kInt32, {batch},
-                                           "(batch)", p.q.device));
-    }
   }
   const std::pair<const TensorView*, const char*> all_views[] = {
       {&p.q, "q"},         {&p.k, "k"},

@@ -1,15 +1,24 @@
 // Bad input (docs/testing.md "Bad input"): every case gets its specific status code, a message
 // that names the argument with expected vs actual, and leaves every buffer untouched. Valid edge
-// cases (empty dims, head dims 8 and 256, GQA, default scale) succeed. Runs without a GPU.
+// cases (empty dims, head dims 8 and 256, GQA, default scale) succeed. The variants (window,
+// softcap, ALiBi slopes, sinks, variable length) are validated the same way, and the registry
+// refuses a backend that does not implement one (check_supported, through a fake backend). Runs
+// without a GPU.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <initializer_list>
 #include <limits>
+#include <memory>
+#include <numeric>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "api/backend.h"
 #include "common/dtype_convert.h"
 #include "common/random.h"
 #include "flashattn/flashattn.h"
@@ -46,7 +55,9 @@ struct Shape {
 };
 
 // A valid problem on the host: q, k, v filled with N(0.5, 1), out and lse holding the sentinel.
-// Tests break one thing in `params` and check the call is refused.
+// Tests break one thing in `params` and check the call is refused. Side inputs (ALiBi slopes,
+// sinks, varlen offsets) live in buffers the problem owns (side_input()), so snapshot() covers
+// them too.
 class Problem {
  public:
   explicit Problem(const Shape& s = Shape())
@@ -72,9 +83,54 @@ class Problem {
     fill(params.v, 2);
   }
 
+  // A valid variable-length problem: one sequence per entry of `lens_q` / `lens_k` (query and key
+  // lengths), packed along one token axis: q, out (total_q, heads, head_dim), k, v (total_k,
+  // kv_heads, head_dim), lse (heads, total_q); cu_seqlens_q / cu_seqlens_k are the running sums
+  // and max_seqlen_q / max_seqlen_k the longest lengths. `s` gives heads, kv heads, head dim and
+  // dtype; `shape` keeps batch 1 with the totals as seqlen_q / seqlen_k (params.batch() is the
+  // number of sequences).
+  Problem(const std::vector<std::int32_t>& lens_q, const std::vector<std::int32_t>& lens_k,
+          const Shape& s = Shape())
+      : Problem(packed(s, lens_q, lens_k)) {
+    const Device cpu = Device::cpu();
+    const std::int64_t total_q = shape.seqlen_q, total_k = shape.seqlen_k;
+    params.q = TensorView::contiguous(q.data(), s.dtype, cpu, {total_q, s.heads, s.head_dim});
+    params.k = TensorView::contiguous(k.data(), s.dtype, cpu, {total_k, s.kv_heads, s.head_dim});
+    params.v = TensorView::contiguous(v.data(), s.dtype, cpu, {total_k, s.kv_heads, s.head_dim});
+    params.out = TensorView::contiguous(out.data(), s.dtype, cpu, {total_q, s.heads, s.head_dim});
+    params.lse = TensorView::contiguous(lse.data(), DType::kFP32, cpu, {s.heads, total_q});
+    const auto batch = static_cast<std::int64_t>(lens_q.size());
+    params.cu_seqlens_q = side_input(DType::kInt32, {batch + 1}, offsets(lens_q));
+    params.cu_seqlens_k = side_input(DType::kInt32, {batch + 1}, offsets(lens_k));
+    params.max_seqlen_q = lens_q.empty() ? 0 : *std::max_element(lens_q.begin(), lens_q.end());
+    params.max_seqlen_k = lens_k.empty() ? 0 : *std::max_element(lens_k.begin(), lens_k.end());
+  }
+
+  // A contiguous host tensor of `dims` holding `values` (as `dtype`: int32, or a float dtype),
+  // the rest of it the sentinel; owned by the problem and part of snapshot().
+  TensorView side_input(DType dtype, std::initializer_list<std::int64_t> dims,
+                        const std::vector<double>& values = {}) {
+    std::int64_t numel = 1;
+    for (std::int64_t n : dims) numel *= n;
+    side_.push_back(std::make_unique<HostBuffer>(bytes(numel, dtype)));
+    const TensorView t = TensorView::contiguous(side_.back()->data(), dtype, Device::cpu(), dims);
+    for (std::size_t i = 0; i < values.size() && static_cast<std::int64_t>(i) < numel; ++i) {
+      if (dtype == DType::kInt32) {
+        static_cast<std::int32_t*>(t.data)[i] = static_cast<std::int32_t>(values[i]);
+      } else {
+        store_from_float(t.data, dtype, static_cast<std::int64_t>(i),
+                         static_cast<float>(values[i]));
+      }
+    }
+    return t;
+  }
+
   // Every byte of every buffer (guard margins included), to prove a refused call wrote nothing.
   std::vector<std::vector<std::uint8_t>> snapshot() const {
-    return {q.snapshot(), k.snapshot(), v.snapshot(), out.snapshot(), lse.snapshot()};
+    std::vector<std::vector<std::uint8_t>> all = {q.snapshot(), k.snapshot(), v.snapshot(),
+                                                  out.snapshot(), lse.snapshot()};
+    for (const auto& buffer : side_) all.push_back(buffer->snapshot());
+    return all;
   }
 
   Shape shape;
@@ -85,13 +141,36 @@ class Problem {
   static std::size_t bytes(std::int64_t numel, DType dtype) {
     return static_cast<std::size_t>(numel) * dtype_size(dtype);
   }
+  static Shape packed(Shape s, const std::vector<std::int32_t>& lens_q,
+                      const std::vector<std::int32_t>& lens_k) {
+    s.batch = 1;
+    s.seqlen_q = std::accumulate(lens_q.begin(), lens_q.end(), std::int64_t{0});
+    s.seqlen_k = std::accumulate(lens_k.begin(), lens_k.end(), std::int64_t{0});
+    return s;
+  }
+  static std::vector<double> offsets(const std::vector<std::int32_t>& lens) {
+    std::vector<double> c = {0.0};
+    for (std::int32_t n : lens) c.push_back(c.back() + n);
+    return c;
+  }
   static void fill(const TensorView& t, std::uint64_t stream) {
     for (std::int64_t i = 0; i < t.numel(); ++i) {
       const float x = 0.5f + normal_at(testing::base_seed(), stream, static_cast<std::uint64_t>(i));
       store_from_float(t.data, t.dtype, i, x);
     }
   }
+
+  std::vector<std::unique_ptr<HostBuffer>> side_;
 };
+
+// The default variable-length problem: 3 sequences, the middle one without queries, packed into
+// q (16, 8, 64) and k, v (24, 2, 64); cu_seqlens_q = {0, 5, 5, 16}, cu_seqlens_k = {0, 7, 10, 24},
+// max_seqlen_q = 11, max_seqlen_k = 14.
+const std::vector<std::int32_t> kLensQ = {5, 0, 11};
+const std::vector<std::int32_t> kLensK = {7, 3, 14};
+
+// The int32 elements of a (host) index tensor, to break its values in place.
+std::int32_t* ints(const TensorView& t) { return static_cast<std::int32_t*>(t.data); }
 
 // Calls forward() (and validate() when `validation` is set) and checks: the code, every expected
 // substring of the message, and that no byte of any buffer changed.
@@ -381,6 +460,544 @@ TEST(Validate, CudaViewOfHostMemory) {
   }
 }
 
+TEST(Validate, SideInputsOnAnotherDevice) {
+  // A CUDA view of host memory next to host q: the device mismatch is the error, as for k.
+  for (int which = 0; which < 5; ++which) {
+    Problem p(kLensQ, kLensK);
+    p.params.seqused_k = p.side_input(DType::kInt32, {3}, {7, 3, 14});
+    p.params.alibi_slopes = p.side_input(DType::kFP32, {8}, {0.5});
+    p.params.sinks = p.side_input(DType::kFP32, {8}, {1.0});
+    const std::pair<TensorView*, const char*> inputs[] = {
+        {&p.params.cu_seqlens_q, "cu_seqlens_q"}, {&p.params.cu_seqlens_k, "cu_seqlens_k"},
+        {&p.params.seqused_k, "seqused_k"},       {&p.params.alibi_slopes, "alibi_slopes"},
+        {&p.params.sinks, "sinks"}};
+    const auto [t, name] = inputs[which];
+    SCOPED_TRACE(name);
+    t->device = Device::cuda(0);
+    expect_refused(p, StatusCode::kInvalidDevice,
+                   {std::string(name) + ".device = cuda:0", "q.device = cpu"});
+  }
+}
+
+// ---- variable length: cu_seqlens, max_seqlen, seqused_k ----
+
+TEST(Validate, OnlyOneCuSeqlens) {
+  {
+    Problem p(kLensQ, kLensK);
+    p.params.cu_seqlens_k = TensorView();
+    expect_refused(p, StatusCode::kInvalidArgument,
+                   {"cu_seqlens_q is given without cu_seqlens_k", "needs both"});
+  }
+  {
+    Problem p(kLensQ, kLensK);
+    p.params.cu_seqlens_q = TensorView();
+    expect_refused(p, StatusCode::kInvalidArgument,
+                   {"cu_seqlens_k is given without cu_seqlens_q", "needs both"});
+  }
+}
+
+TEST(Validate, CuSeqlensNotInt32) {
+  {
+    Problem p(kLensQ, kLensK);
+    p.params.cu_seqlens_q = p.side_input(DType::kFP32, {4}, {0, 5, 5, 16});
+    expect_refused(p, StatusCode::kInvalidDtype, {"cu_seqlens_q.dtype = fp32", "expected int32"});
+  }
+  {
+    Problem p(kLensQ, kLensK);
+    p.params.cu_seqlens_k.dtype = DType::kFP16;
+    expect_refused(p, StatusCode::kInvalidDtype, {"cu_seqlens_k.dtype = fp16", "expected int32"});
+  }
+}
+
+TEST(Validate, CuSeqlensWrongRank) {
+  {
+    Problem p(kLensQ, kLensK);
+    p.params.cu_seqlens_q = p.side_input(DType::kInt32, {2, 2}, {0, 5, 5, 16});
+    expect_refused(p, StatusCode::kInvalidRank,
+                   {"cu_seqlens_q.rank = 2", "expected 1 (batch + 1)"});
+  }
+  {
+    Problem p(kLensQ, kLensK);
+    p.params.cu_seqlens_k = p.side_input(DType::kInt32, {4, 1}, {0, 7, 10, 24});
+    expect_refused(p, StatusCode::kInvalidRank, {"cu_seqlens_k.rank = 2", "expected 1"});
+  }
+  {
+    // No element at all: not even the leading 0.
+    Problem p(kLensQ, kLensK);
+    p.params.cu_seqlens_q = p.side_input(DType::kInt32, {0});
+    expect_refused(p, StatusCode::kInvalidShape,
+                   {"cu_seqlens_q.shape[0] = 0", "expected >= 1 (batch + 1)"});
+  }
+}
+
+// The batch of a varlen problem is cu_seqlens_q's length - 1: a bad cu_seqlens_q is reported as
+// itself, not as (batch, heads) slopes of the wrong batch.
+TEST(Validate, BadCuSeqlensReportedBeforeSlopes) {
+  Problem p(kLensQ, kLensK);
+  p.params.alibi_slopes = p.side_input(DType::kFP32, {3, 8}, {0.5});
+  p.params.cu_seqlens_q = p.side_input(DType::kInt32, {0});
+  expect_refused(p, StatusCode::kInvalidShape, {"cu_seqlens_q.shape[0] = 0"});
+}
+
+TEST(Validate, CuSeqlensLengthsDiffer) {
+  for (std::int64_t len : {5, 3}) {
+    SCOPED_TRACE("cu_seqlens_k of " + std::to_string(len));
+    Problem p(kLensQ, kLensK);
+    p.params.cu_seqlens_k = len == 5 ? p.side_input(DType::kInt32, {5}, {0, 7, 10, 20, 24})
+                                     : p.side_input(DType::kInt32, {3}, {0, 10, 24});
+    expect_refused(p, StatusCode::kInvalidShape,
+                   {"cu_seqlens_k.shape[0] = " + std::to_string(len), "expected 4",
+                    "as cu_seqlens_q"});
+  }
+}
+
+TEST(Validate, CuSeqlensNotContiguous) {
+  for (const char* name : {"cu_seqlens_q", "cu_seqlens_k"}) {
+    SCOPED_TRACE(name);
+    Problem p(kLensQ, kLensK);
+    const bool is_q = std::string(name) == "cu_seqlens_q";
+    TensorView t = is_q ? p.side_input(DType::kInt32, {8}, {0, -1, 5, -1, 5, -1, 16, -1})
+                        : p.side_input(DType::kInt32, {8}, {0, -1, 7, -1, 10, -1, 24, -1});
+    t.shape[0] = 4;
+    t.stride[0] = 2;
+    (is_q ? p.params.cu_seqlens_q : p.params.cu_seqlens_k) = t;
+    expect_refused(p, StatusCode::kInvalidStride,
+                   {std::string(name) + ".stride[0] = 2", "expected 1 (contiguous)"});
+  }
+}
+
+TEST(Validate, CuSeqlensNotStartingAtZero) {
+  {
+    Problem p(kLensQ, kLensK);
+    ints(p.params.cu_seqlens_q)[0] = 1;
+    expect_refused(p, StatusCode::kInvalidArgument, {"cu_seqlens_q[0] = 1", "expected 0"});
+  }
+  {
+    Problem p(kLensQ, kLensK);
+    ints(p.params.cu_seqlens_k)[0] = -2;
+    expect_refused(p, StatusCode::kInvalidArgument, {"cu_seqlens_k[0] = -2", "expected 0"});
+  }
+}
+
+TEST(Validate, CuSeqlensDecreasing) {
+  {
+    Problem p(kLensQ, kLensK);
+    ints(p.params.cu_seqlens_q)[2] = 4;  // {0, 5, 4, 16}
+    expect_refused(p, StatusCode::kInvalidArgument,
+                   {"cu_seqlens_q[2] = 4 < cu_seqlens_q[1] = 5", "must not decrease"});
+  }
+  {
+    Problem p(kLensQ, kLensK);
+    ints(p.params.cu_seqlens_k)[2] = 6;  // {0, 7, 6, 24}
+    expect_refused(p, StatusCode::kInvalidArgument,
+                   {"cu_seqlens_k[2] = 6 < cu_seqlens_k[1] = 7", "must not decrease"});
+  }
+}
+
+TEST(Validate, CuSeqlensPastTotal) {
+  {
+    Problem p(kLensQ, kLensK);
+    ints(p.params.cu_seqlens_q)[2] = 6;  // {0, 5, 6, 17}: every length within max_seqlen_q
+    ints(p.params.cu_seqlens_q)[3] = 17;
+    expect_refused(p, StatusCode::kInvalidArgument,
+                   {"cu_seqlens_q[3] = 17", "past q.shape[0] (total_q) = 16"});
+  }
+  {
+    Problem p(kLensQ, kLensK);
+    ints(p.params.cu_seqlens_k)[2] = 11;  // {0, 7, 11, 25}
+    ints(p.params.cu_seqlens_k)[3] = 25;
+    expect_refused(p, StatusCode::kInvalidArgument,
+                   {"cu_seqlens_k[3] = 25", "past k.shape[0] (total_k) = 24"});
+  }
+  {
+    // Far past the tensor, and longer than max_seqlen_q too: the offset outside q is the error.
+    Problem p(kLensQ, kLensK);
+    ints(p.params.cu_seqlens_q)[3] = 40;
+    expect_refused(p, StatusCode::kInvalidArgument,
+                   {"cu_seqlens_q[3] = 40", "past q.shape[0] (total_q) = 16"});
+  }
+  {
+    // Every offset from [1] on past the tensor: the first of them is named.
+    Problem p(kLensQ, kLensK);
+    ints(p.params.cu_seqlens_k)[1] = 30;
+    ints(p.params.cu_seqlens_k)[2] = 30;
+    ints(p.params.cu_seqlens_k)[3] = 30;
+    p.params.max_seqlen_k = 30;
+    expect_refused(p, StatusCode::kInvalidArgument,
+                   {"cu_seqlens_k[1] = 30", "past k.shape[0] (total_k) = 24"});
+  }
+}
+
+TEST(Validate, MaxSeqlenBelowASequence) {
+  {
+    Problem p(kLensQ, kLensK);
+    p.params.max_seqlen_q = 10;
+    expect_refused(p, StatusCode::kInvalidArgument,
+                   {"max_seqlen_q = 10", "below the length of sequence 2 (11, from cu_seqlens_q)"});
+  }
+  {
+    Problem p(kLensQ, kLensK);
+    p.params.max_seqlen_k = 6;
+    expect_refused(p, StatusCode::kInvalidArgument,
+                   {"max_seqlen_k = 6", "below the length of sequence 0 (7, from cu_seqlens_k)"});
+  }
+}
+
+TEST(Validate, NegativeMaxSeqlen) {
+  {
+    Problem p(kLensQ, kLensK);
+    p.params.max_seqlen_q = -1;
+    expect_refused(p, StatusCode::kInvalidArgument, {"max_seqlen_q = -1", "expected >= 0"});
+  }
+  {
+    Problem p(kLensQ, kLensK);
+    p.params.max_seqlen_k = -3;
+    expect_refused(p, StatusCode::kInvalidArgument, {"max_seqlen_k = -3", "expected >= 0"});
+  }
+}
+
+TEST(Validate, SequsedKWithoutVarlen) {
+  Problem p;
+  p.params.seqused_k = p.side_input(DType::kInt32, {2}, {4, 4});
+  expect_refused(p, StatusCode::kInvalidArgument,
+                 {"seqused_k is given without cu_seqlens_q / cu_seqlens_k"});
+}
+
+TEST(Validate, SequsedKWrongLengthOrDtype) {
+  {
+    Problem p(kLensQ, kLensK);
+    p.params.seqused_k = p.side_input(DType::kInt32, {4}, {7, 3, 14, 0});
+    expect_refused(p, StatusCode::kInvalidShape, {"seqused_k.shape[0] = 4", "expected 3 (batch)"});
+  }
+  {
+    Problem p(kLensQ, kLensK);
+    p.params.seqused_k = p.side_input(DType::kInt32, {3, 1}, {7, 3, 14});
+    expect_refused(p, StatusCode::kInvalidRank, {"seqused_k.rank = 2", "expected 1 (batch)"});
+  }
+  {
+    Problem p(kLensQ, kLensK);
+    p.params.seqused_k = p.side_input(DType::kFP32, {3}, {7, 3, 14});
+    expect_refused(p, StatusCode::kInvalidDtype, {"seqused_k.dtype = fp32", "expected int32"});
+  }
+}
+
+TEST(Validate, SequsedKOutOfRange) {
+  struct Case {
+    std::vector<double> used;
+    std::string bad, range;
+  };
+  for (const Case& c : {Case{{7, 3, -1}, "seqused_k[2] = -1", "expected 0 to 14"},
+                        Case{{8, 3, 14}, "seqused_k[0] = 8", "expected 0 to 7"},
+                        Case{{7, 4, 14}, "seqused_k[1] = 4", "expected 0 to 3"}}) {
+    SCOPED_TRACE(c.bad);
+    Problem p(kLensQ, kLensK);
+    p.params.seqused_k = p.side_input(DType::kInt32, {3}, c.used);
+    expect_refused(p, StatusCode::kInvalidArgument, {c.bad, c.range, "cu_seqlens_k"});
+  }
+}
+
+TEST(Validate, VarlenNeedsPackedRank3) {
+  {
+    Problem p(kLensQ, kLensK);
+    p.params.q = TensorView::contiguous(p.q.data(), DType::kBF16, Device::cpu(), {1, 16, 8, 64});
+    expect_refused(p, StatusCode::kInvalidRank,
+                   {"q.rank = 4", "expected 3 (total_q, heads, head_dim)"});
+  }
+  {
+    Problem p(kLensQ, kLensK);
+    p.params.v = TensorView::contiguous(p.v.data(), DType::kBF16, Device::cpu(), {1, 24, 2, 64});
+    expect_refused(p, StatusCode::kInvalidRank,
+                   {"v.rank = 4", "expected 3 (total_k, kv_heads, head_dim)"});
+  }
+}
+
+TEST(Validate, VarlenLseShape) {
+  {
+    Problem p(kLensQ, kLensK);
+    p.params.lse = TensorView::contiguous(p.lse.data(), DType::kFP32, Device::cpu(), {1, 8, 16});
+    expect_refused(p, StatusCode::kInvalidRank, {"lse.rank = 3", "expected 2 (heads, total_q)"});
+  }
+  {
+    Problem p(kLensQ, kLensK);
+    p.params.lse = TensorView::contiguous(p.lse.data(), DType::kFP32, Device::cpu(), {16, 8});
+    expect_refused(p, StatusCode::kInvalidShape, {"lse.shape[0] (heads) = 16", "q.shape[1] = 8"});
+  }
+  {
+    Problem p(kLensQ, kLensK);
+    p.params.lse = TensorView::contiguous(p.lse.data(), DType::kFP32, Device::cpu(), {8, 15});
+    expect_refused(p, StatusCode::kInvalidShape,
+                   {"lse.shape[1] (total_q) = 15", "q.shape[0] = 16"});
+  }
+}
+
+TEST(Validate, VarlenOutAndValueMismatch) {
+  {
+    Problem p(kLensQ, kLensK);
+    p.params.out.shape[0] = 15;
+    expect_refused(p, StatusCode::kInvalidShape,
+                   {"out.shape[0] (total_q) = 15", "q.shape[0] = 16"});
+  }
+  {
+    Problem p(kLensQ, kLensK);
+    p.params.out.shape[1] = 4;
+    expect_refused(p, StatusCode::kInvalidShape, {"out.shape[1] (heads) = 4", "q.shape[1] = 8"});
+  }
+  {
+    Problem p(kLensQ, kLensK);
+    p.params.out = TensorView::contiguous(p.out.data(), DType::kBF16, Device::cpu(),
+                                          {1, 16, 8, 64});
+    expect_refused(p, StatusCode::kInvalidRank,
+                   {"out.rank = 4", "expected 3 (total_q, heads, head_dim)"});
+  }
+  {
+    Problem p(kLensQ, kLensK);
+    p.params.v.shape[0] = 23;
+    expect_refused(p, StatusCode::kInvalidShape,
+                   {"v.shape[0] (total_k) = 23", "k.shape[0] = 24"});
+  }
+}
+
+// ---- window, softcap ----
+
+TEST(Validate, WindowBelowMinusOne) {
+  struct Case {
+    std::int64_t left, right;
+    std::string bad;
+  };
+  for (const Case& c : {Case{-2, -1, "window_left = -2"}, Case{-1, -2, "window_right = -2"},
+                        Case{3, -100, "window_right = -100"}}) {
+    SCOPED_TRACE(c.bad);
+    Problem p;
+    p.params.window_left = c.left;
+    p.params.window_right = c.right;
+    expect_refused(p, StatusCode::kInvalidArgument,
+                   {c.bad, "expected -1 (unbounded) or a key count >= 0"});
+  }
+}
+
+TEST(Validate, BadSoftcap) {
+  const float kNan = std::numeric_limits<float>::quiet_NaN();
+  const float kInf = std::numeric_limits<float>::infinity();
+  struct Case {
+    float softcap;
+    std::string shown;
+  };
+  for (const Case& c : {Case{-1.0f, "softcap = -1,"}, Case{-30.0f, "softcap = -30,"},
+                        Case{kNan, "softcap = nan"}, Case{kInf, "softcap = inf"},
+                        Case{-kInf, "softcap = -inf"}}) {
+    SCOPED_TRACE(c.shown);
+    Problem p;
+    p.params.softcap = c.softcap;
+    expect_refused(p, StatusCode::kInvalidArgument,
+                   {c.shown, "expected a finite value >= 0 (0 is off)"});
+  }
+}
+
+// ---- ALiBi slopes, sinks ----
+
+TEST(Validate, AlibiSlopesWrongDtype) {
+  Problem p;
+  p.params.alibi_slopes = p.side_input(DType::kFP16, {8}, {0.5});
+  expect_refused(p, StatusCode::kInvalidDtype, {"alibi_slopes.dtype = fp16", "expected fp32"});
+}
+
+TEST(Validate, AlibiSlopesWrongShape) {
+  {
+    Problem p;
+    p.params.alibi_slopes = p.side_input(DType::kFP32, {9});
+    expect_refused(p, StatusCode::kInvalidShape,
+                   {"alibi_slopes.shape[0] = 9", "expected 8 (heads) or (batch, heads)"});
+  }
+  {
+    Problem p;
+    p.params.alibi_slopes = p.side_input(DType::kFP32, {2, 9});
+    expect_refused(p, StatusCode::kInvalidShape,
+                   {"alibi_slopes.shape[1] = 9", "expected 8 (batch, heads)"});
+  }
+  {
+    Problem p;
+    p.params.alibi_slopes = p.side_input(DType::kFP32, {3, 8});
+    expect_refused(p, StatusCode::kInvalidShape,
+                   {"alibi_slopes.shape[0] = 3", "expected 2 (batch, heads)"});
+  }
+  {
+    // Varlen: the batch is the number of sequences.
+    Problem p(kLensQ, kLensK);
+    p.params.alibi_slopes = p.side_input(DType::kFP32, {1, 8});
+    expect_refused(p, StatusCode::kInvalidShape,
+                   {"alibi_slopes.shape[0] = 1", "expected 3 (batch, heads)"});
+  }
+  {
+    Problem p;
+    p.params.alibi_slopes = p.side_input(DType::kFP32, {1, 2, 8});
+    expect_refused(p, StatusCode::kInvalidRank,
+                   {"alibi_slopes.rank = 3", "(heads) or (batch, heads)"});
+  }
+}
+
+TEST(Validate, AlibiSlopesNotContiguous) {
+  {
+    Problem p;
+    TensorView t = p.side_input(DType::kFP32, {16});
+    t.shape[0] = 8;
+    t.stride[0] = 2;
+    p.params.alibi_slopes = t;
+    expect_refused(p, StatusCode::kInvalidStride,
+                   {"alibi_slopes.stride[0] = 2", "expected 1 (contiguous)"});
+  }
+  {
+    // (batch, heads) rows 16 floats apart.
+    Problem p;
+    TensorView t = p.side_input(DType::kFP32, {2, 16});
+    t.shape[1] = 8;
+    p.params.alibi_slopes = t;
+    expect_refused(p, StatusCode::kInvalidStride,
+                   {"alibi_slopes.stride[0] = 16", "expected 8 (contiguous)"});
+  }
+  {
+    // A transposed (heads, batch) buffer.
+    Problem p;
+    p.params.alibi_slopes = TensorView::strided(p.side_input(DType::kFP32, {16}).data,
+                                                DType::kFP32, Device::cpu(), {2, 8}, {1, 2});
+    expect_refused(p, StatusCode::kInvalidStride,
+                   {"alibi_slopes.stride[1] = 2", "expected 1 (contiguous)"});
+  }
+}
+
+TEST(Validate, AlibiSlopesNull) {
+  for (bool per_batch : {false, true}) {
+    SCOPED_TRACE(per_batch ? "(batch, heads)" : "(heads)");
+    Problem p;
+    p.params.alibi_slopes = per_batch ? p.side_input(DType::kFP32, {2, 8})
+                                      : p.side_input(DType::kFP32, {8});
+    p.params.alibi_slopes.data = nullptr;
+    expect_refused(p, StatusCode::kNullPointer,
+                   {"alibi_slopes.data is null",
+                    "has " + std::to_string(per_batch ? 16 : 8) + " elements"});
+  }
+}
+
+TEST(Validate, SinksWrongDtype) {
+  Problem p;
+  p.params.sinks = p.side_input(DType::kBF16, {8}, {1.0});
+  expect_refused(p, StatusCode::kInvalidDtype, {"sinks.dtype = bf16", "expected fp32"});
+}
+
+TEST(Validate, SinksWrongShape) {
+  {
+    Problem p;
+    p.params.sinks = p.side_input(DType::kFP32, {7});
+    expect_refused(p, StatusCode::kInvalidShape, {"sinks.shape[0] = 7", "expected 8 (heads)"});
+  }
+  {
+    // One logit per head, not per (batch, head).
+    Problem p;
+    p.params.sinks = p.side_input(DType::kFP32, {2, 8});
+    expect_refused(p, StatusCode::kInvalidRank, {"sinks.rank = 2", "expected 1 (heads)"});
+  }
+  {
+    Problem p;
+    TensorView t = p.side_input(DType::kFP32, {16});
+    t.shape[0] = 8;
+    t.stride[0] = 2;
+    p.params.sinks = t;
+    expect_refused(p, StatusCode::kInvalidStride,
+                   {"sinks.stride[0] = 2", "expected 1 (contiguous)"});
+  }
+}
+
+TEST(Validate, SinksNull) {
+  Problem p;
+  p.params.sinks = p.side_input(DType::kFP32, {8});
+  p.params.sinks.data = nullptr;
+  expect_refused(p, StatusCode::kNullPointer, {"sinks.data is null", "has 8 elements"});
+}
+
+// ---- output strides, workspace ----
+
+// A zero stride on a dim of size > 1 makes two output elements one address (a broadcast view,
+// torch's expand()); inputs may be broadcast, outputs not.
+TEST(Validate, OutputZeroStride) {
+  struct Case {
+    bool varlen, lse;
+    int dim;
+    std::string parts;
+  };
+  for (const Case& c : {Case{false, false, 0, "out.stride[0] = 0 with out.shape[0] = 2"},
+                        Case{false, false, 1, "out.stride[1] = 0 with out.shape[1] = 16"},
+                        Case{false, false, 2, "out.stride[2] = 0 with out.shape[2] = 8"},
+                        Case{false, true, 0, "lse.stride[0] = 0 with lse.shape[0] = 2"},
+                        Case{false, true, 1, "lse.stride[1] = 0 with lse.shape[1] = 8"},
+                        Case{true, false, 0, "out.stride[0] = 0 with out.shape[0] = 16"},
+                        Case{true, true, 0, "lse.stride[0] = 0 with lse.shape[0] = 8"}}) {
+    SCOPED_TRACE(c.parts);
+    std::unique_ptr<Problem> p =
+        c.varlen ? std::make_unique<Problem>(kLensQ, kLensK) : std::make_unique<Problem>();
+    (c.lse ? p->params.lse : p->params.out).stride[c.dim] = 0;
+    expect_refused(*p, StatusCode::kInvalidStride,
+                   {c.parts, "an output needs a distinct address per element"});
+  }
+  {
+    // On the last dim the contiguity rule speaks first.
+    Problem p;
+    p.params.lse.stride[2] = 0;
+    expect_refused(p, StatusCode::kInvalidStride, {"lse.stride[2] = 0", "expected 1"});
+  }
+}
+
+TEST(Validate, WorkspaceSizeWithoutWorkspace) {
+  Problem p;
+  p.params.workspace_size = 1024;
+  expect_refused(p, StatusCode::kNullPointer,
+                 {"workspace is null", "workspace_size = 1024 bytes"});
+}
+
+// ---- aliasing of side inputs ----
+
+TEST(Validate, SideInputAliasesOutput) {
+  {
+    Problem p;
+    p.params.alibi_slopes = TensorView::contiguous(p.params.out.data, DType::kFP32,
+                                                   Device::cpu(), {8});
+    expect_refused(p, StatusCode::kAliasing, {"out overlaps alibi_slopes"});
+  }
+  {
+    Problem p;
+    p.params.alibi_slopes = TensorView::contiguous(
+        static_cast<std::uint8_t*>(p.params.lse.data) + 16, DType::kFP32, Device::cpu(), {2, 8});
+    expect_refused(p, StatusCode::kAliasing, {"lse overlaps alibi_slopes"});
+  }
+  {
+    Problem p;
+    p.params.sinks = TensorView::contiguous(p.params.lse.data, DType::kFP32, Device::cpu(), {8});
+    expect_refused(p, StatusCode::kAliasing, {"lse overlaps sinks"});
+  }
+  // Offsets inside an output, holding valid values (so the values pass and the overlap is what
+  // is reported).
+  auto place = [](const TensorView& within, std::size_t byte_offset, const TensorView& from) {
+    TensorView t = from;
+    t.data = static_cast<std::uint8_t*>(within.data) + byte_offset;
+    std::memcpy(t.data, from.data, static_cast<std::size_t>(from.span_bytes()));
+    return t;
+  };
+  {
+    Problem p(kLensQ, kLensK);
+    p.params.cu_seqlens_q = place(p.params.out, 0, p.params.cu_seqlens_q);
+    expect_refused(p, StatusCode::kAliasing, {"out overlaps cu_seqlens_q"});
+  }
+  {
+    Problem p(kLensQ, kLensK);
+    p.params.cu_seqlens_k = place(p.params.lse, 32, p.params.cu_seqlens_k);
+    expect_refused(p, StatusCode::kAliasing, {"lse overlaps cu_seqlens_k"});
+  }
+  {
+    Problem p(kLensQ, kLensK);
+    const auto last = static_cast<std::size_t>(p.params.out.span_bytes()) - 16;
+    p.params.seqused_k = place(p.params.out, last, p.side_input(DType::kInt32, {3}, {7, 3, 14}));
+    expect_refused(p, StatusCode::kAliasing, {"out overlaps seqused_k"});
+  }
+}
+
 // ---- backends ----
 
 TEST(Validate, UnknownBackend) {
@@ -580,6 +1197,278 @@ TEST(ValidEdgeCases, DefaultScaleIsInverseSqrtHeadDim) {
     run(p, "cpu-flash");
     EXPECT_FALSE(p.out.snapshot() == with_default) << "the scale is ignored, head_dim " << d;
   }
+}
+
+
+// ---- valid variants (validate() only: which backends run them is the registry's business) ----
+
+// validate() accepts the params and wrote nothing.
+void expect_valid(const Problem& p) {
+  const auto before = p.snapshot();
+  const Status st = validate(p.params);
+  EXPECT_TRUE(st.ok()) << st.to_string();
+  EXPECT_TRUE(p.snapshot() == before) << "validate() wrote to a buffer";
+}
+
+TEST(ValidEdgeCases, VarlenWithEmptySequences) {
+  struct Case {
+    std::vector<std::int32_t> lens_q, lens_k;
+    const char* what;
+  };
+  for (const Case& c : {Case{kLensQ, kLensK, "a sequence without queries"},
+                        Case{{0, 4, 0}, {3, 0, 0}, "sequences without queries or keys"},
+                        Case{{0, 0}, {0, 0}, "every sequence empty (q, k, v null)"},
+                        Case{{}, {}, "no sequence (cu_seqlens = {0})"},
+                        Case{{16}, {24}, "one sequence"}}) {
+    SCOPED_TRACE(c.what);
+    Problem p(c.lens_q, c.lens_k);
+    expect_valid(p);
+    p.params.lse = TensorView();
+    expect_valid(p);
+  }
+  {
+    SCOPED_TRACE("max_seqlen above every length");
+    Problem p(kLensQ, kLensK);
+    p.params.max_seqlen_q = 100;
+    p.params.max_seqlen_k = 100;
+    expect_valid(p);
+  }
+  for (const std::vector<double>& used : {std::vector<double>{7, 3, 14},
+                                          std::vector<double>{0, 0, 0},
+                                          std::vector<double>{1, 3, 0}}) {
+    SCOPED_TRACE("seqused_k");
+    Problem p(kLensQ, kLensK);
+    p.params.seqused_k = p.side_input(DType::kInt32, {3}, used);
+    expect_valid(p);
+  }
+}
+
+TEST(ValidEdgeCases, WindowsPassValidation) {
+  for (auto [left, right] : {std::pair<std::int64_t, std::int64_t>{-1, -1}, {-1, 0}, {0, 0},
+                             {5, 3}, {0, -1}, {1000, 1000}}) {
+    for (bool causal : {false, true}) {
+      for (bool varlen : {false, true}) {
+        SCOPED_TRACE("window (" + std::to_string(left) + ", " + std::to_string(right) + ")" +
+                     (causal ? " causal" : "") + (varlen ? " varlen" : ""));
+        std::unique_ptr<Problem> p =
+            varlen ? std::make_unique<Problem>(kLensQ, kLensK) : std::make_unique<Problem>();
+        p->params.window_left = left;
+        p->params.window_right = right;
+        p->params.causal = causal;
+        expect_valid(*p);
+      }
+    }
+  }
+}
+
+TEST(ValidEdgeCases, SoftcapPassesValidation) {
+  for (float softcap : {0.0f, 30.0f, 1e-3f, 50.0f}) {
+    SCOPED_TRACE("softcap " + std::to_string(softcap));
+    Problem p;
+    p.params.softcap = softcap;
+    expect_valid(p);
+  }
+}
+
+TEST(ValidEdgeCases, AlibiSlopesBothShapes) {
+  {
+    Problem p;
+    p.params.alibi_slopes = p.side_input(DType::kFP32, {8}, {0.5, 0.25, 0.125, 0.0625});
+    expect_valid(p);
+    p.params.alibi_slopes = p.side_input(DType::kFP32, {2, 8}, {0.5, 0.25});
+    expect_valid(p);
+  }
+  {
+    Problem p(kLensQ, kLensK);
+    p.params.alibi_slopes = p.side_input(DType::kFP32, {8}, {0.5});
+    expect_valid(p);
+    p.params.alibi_slopes = p.side_input(DType::kFP32, {3, 8}, {0.5});
+    expect_valid(p);
+  }
+  {
+    // GQA: one slope per query head, not per kv head.
+    Shape s;
+    s.kv_heads = 1;
+    Problem p(s);
+    p.params.alibi_slopes = p.side_input(DType::kFP32, {8}, {0.5});
+    expect_valid(p);
+  }
+}
+
+TEST(ValidEdgeCases, SinksPassValidation) {
+  {
+    Problem p;
+    p.params.sinks = p.side_input(DType::kFP32, {8}, {0.0, -1.0, 2.0});
+    expect_valid(p);
+  }
+  {
+    Problem p(kLensQ, kLensK);
+    p.params.sinks = p.side_input(DType::kFP32, {8}, {1.0});
+    expect_valid(p);
+  }
+}
+
+TEST(ValidEdgeCases, EveryVariantTogether) {
+  Problem p(kLensQ, kLensK);
+  p.params.window_left = 4;
+  p.params.window_right = 0;
+  p.params.softcap = 30.0f;
+  p.params.alibi_slopes = p.side_input(DType::kFP32, {3, 8}, {0.5});
+  p.params.sinks = p.side_input(DType::kFP32, {8}, {1.0});
+  p.params.seqused_k = p.side_input(DType::kInt32, {3}, {5, 3, 14});
+  HostBuffer workspace(256);
+  p.params.workspace = workspace.data();
+  p.params.workspace_size = 256;
+  expect_valid(p);
+}
+
+// ---- variants and the registry ----
+
+// A backend that implements `variants` and answers supports() with `supports`; it never runs.
+class FakeBackend : public Backend {
+ public:
+  explicit FakeBackend(unsigned variants, Status supports = Status::Ok())
+      : variants_(variants), supports_(std::move(supports)) {}
+  std::string_view name() const override { return "fake"; }
+  std::string_view description() const override { return "a test double"; }
+  DeviceType device_type() const override { return DeviceType::kCPU; }
+  Status usable() const override { return Status::Ok(); }
+  unsigned variants() const override { return variants_; }
+  Status supports(const ForwardParams& /*params*/) const override {
+    ++supports_calls;
+    return supports_;
+  }
+  Status run(const ForwardParams& /*params*/, StreamHandle /*stream*/) const override {
+    return Status(StatusCode::kInternal, "the fake backend never runs");
+  }
+  mutable int supports_calls = 0;
+
+ private:
+  unsigned variants_;
+  Status supports_;
+};
+
+// One problem per variant, using that variant only, with the name check_supported() gives it.
+struct VariantCase {
+  Variant variant;
+  const char* name;
+  std::unique_ptr<Problem> problem;
+};
+
+std::vector<VariantCase> variant_cases() {
+  std::vector<VariantCase> cases;
+  auto add = [&](Variant v, const char* name, std::unique_ptr<Problem> p) {
+    cases.push_back({v, name, std::move(p)});
+  };
+  {
+    auto p = std::make_unique<Problem>();
+    p->params.window_left = 5;
+    add(kVariantWindow, "a sliding window (window_left / window_right)", std::move(p));
+  }
+  {
+    auto p = std::make_unique<Problem>();
+    p->params.window_right = 0;
+    add(kVariantWindow, "a sliding window (window_left / window_right)", std::move(p));
+  }
+  {
+    auto p = std::make_unique<Problem>();
+    p->params.softcap = 30.0f;
+    add(kVariantSoftcap, "softcap", std::move(p));
+  }
+  {
+    auto p = std::make_unique<Problem>();
+    p->params.alibi_slopes = p->side_input(DType::kFP32, {8}, {0.5});
+    add(kVariantAlibi, "ALiBi slopes (alibi_slopes)", std::move(p));
+  }
+  {
+    auto p = std::make_unique<Problem>();
+    p->params.alibi_slopes = p->side_input(DType::kFP32, {2, 8}, {0.5});
+    add(kVariantAlibi, "ALiBi slopes (alibi_slopes)", std::move(p));
+  }
+  {
+    auto p = std::make_unique<Problem>();
+    p->params.sinks = p->side_input(DType::kFP32, {8}, {1.0});
+    add(kVariantSinks, "attention sinks (sinks)", std::move(p));
+  }
+  add(kVariantVarlen, "variable length (cu_seqlens_q / cu_seqlens_k)",
+      std::make_unique<Problem>(kLensQ, kLensK));
+  {
+    auto p = std::make_unique<Problem>(kLensQ, kLensK);
+    p->params.seqused_k = p->side_input(DType::kInt32, {3}, {7, 3, 14});
+    add(kVariantVarlen, "variable length (cu_seqlens_q / cu_seqlens_k)", std::move(p));
+  }
+  return cases;
+}
+
+TEST(Variants, UsedPerField) {
+  {
+    // The dense problem, causal or not, with a scale or a workspace, uses no variant.
+    Problem p;
+    EXPECT_EQ(variants_used(p.params), 0u);
+    p.params.causal = true;
+    p.params.softmax_scale = 0.5f;
+    p.params.softcap = 0.0f;
+    HostBuffer workspace(64);
+    p.params.workspace = workspace.data();
+    p.params.workspace_size = 64;
+    EXPECT_EQ(variants_used(p.params), 0u);
+  }
+  for (const VariantCase& c : variant_cases()) {
+    SCOPED_TRACE(c.name);
+    ASSERT_TRUE(validate(c.problem->params).ok()) << validate(c.problem->params).to_string();
+    EXPECT_EQ(variants_used(c.problem->params), static_cast<unsigned>(c.variant));
+  }
+  {
+    Problem p(kLensQ, kLensK);
+    p.params.window_left = 2;
+    p.params.softcap = 5.0f;
+    p.params.alibi_slopes = p.side_input(DType::kFP32, {8}, {0.5});
+    p.params.sinks = p.side_input(DType::kFP32, {8}, {1.0});
+    EXPECT_EQ(variants_used(p.params), kAllVariants);
+  }
+}
+
+TEST(Variants, CheckSupportedRefusesAMissingVariant) {
+  for (const VariantCase& c : variant_cases()) {
+    SCOPED_TRACE(c.name);
+    const ForwardParams& params = c.problem->params;
+    for (unsigned implemented : {0u, kAllVariants & ~static_cast<unsigned>(c.variant)}) {
+      const FakeBackend backend(implemented);
+      const Status st = check_supported(backend, params);
+      EXPECT_EQ(st.code(), StatusCode::kUnsupported) << st.to_string();
+      EXPECT_NE(st.message().find(std::string("backend \"fake\" does not implement ") + c.name),
+                std::string::npos)
+          << st.message();
+      EXPECT_EQ(backend.supports_calls, 0) << "supports() asked despite a missing variant";
+    }
+    for (unsigned implemented : {static_cast<unsigned>(c.variant), kAllVariants}) {
+      const FakeBackend backend(implemented);
+      const Status st = check_supported(backend, params);
+      EXPECT_TRUE(st.ok()) << st.to_string();
+      EXPECT_EQ(backend.supports_calls, 1);
+    }
+  }
+}
+
+TEST(Variants, CheckSupportedNamesTheFirstMissingVariant) {
+  Problem p;
+  p.params.softcap = 30.0f;
+  p.params.sinks = p.side_input(DType::kFP32, {8}, {1.0});
+  const Status st = check_supported(FakeBackend(kVariantWindow), p.params);
+  EXPECT_EQ(st.code(), StatusCode::kUnsupported);
+  EXPECT_NE(st.message().find("does not implement softcap"), std::string::npos) << st.message();
+  const Status st2 = check_supported(FakeBackend(kVariantSoftcap), p.params);
+  EXPECT_NE(st2.message().find("does not implement attention sinks (sinks)"), std::string::npos)
+      << st2.message();
+}
+
+TEST(Variants, CheckSupportedThenAsksSupports) {
+  Problem p;
+  const Status why(StatusCode::kUnsupported, "fake: head_dim 64 is not compiled in");
+  const Status st = check_supported(FakeBackend(0, why), p.params);
+  EXPECT_EQ(st.code(), StatusCode::kUnsupported);
+  EXPECT_EQ(st.message(), why.message());
+  EXPECT_TRUE(check_supported(FakeBackend(0), p.params).ok());
 }
 
 }  // namespace

@@ -12,7 +12,7 @@ template <class Cfg>
 Candidate make_candidate() {
   std::string name = "M" + std::to_string(Cfg::kBlockM) + " N" + std::to_string(Cfg::kBlockN) +
                      " W" + std::to_string(Cfg::kWarps) + (Cfg::kQInRegs ? " qreg" : "") + " B" +
-                     std::to_string(Cfg::kMinBlocks) + (Cfg::kBarriers == 1 ? " 1bar" : "") + (Cfg::kStages == 3 ? " 3st" : "");
+                     std::to_string(Cfg::kMinBlocks);
   return {Cfg::kHeadDim, name, &cuda::launch_flash_sm80_config<__nv_bfloat16, Cfg>,
           reinterpret_cast<const void*>(&cuda::flash_sm80_kernel<__nv_bfloat16, Cfg>),
           Cfg::kThreads, Cfg::kSmemBytes};

@@ -4,6 +4,6 @@ namespace flashattn::tune {
 using cuda::Sm80Config;
 void add_hdim64(std::vector<Candidate>* out) {
   //                                     d   M    N   W  qreg   B
-  out->push_back(make_candidate<Sm80Config<64, 128, 64, 4, true, 2, 1>>());
+  out->push_back(make_candidate<Sm80Config<64, 128, 64, 4, true, 2>>());
 }
 }  // namespace flashattn::tune

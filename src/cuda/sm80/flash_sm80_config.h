@@ -15,8 +15,7 @@
 
 namespace flashattn::cuda {
 
-template <int kHeadDim_, int kBlockM_, int kBlockN_, int kWarps_, bool kQInRegs_, int kMinBlocks_,
-          int kBarriers_ = 2, int kStages_ = 2>
+template <int kHeadDim_, int kBlockM_, int kBlockN_, int kWarps_, bool kQInRegs_, int kMinBlocks_>
 struct Sm80Config {
   static constexpr int kHeadDim = kHeadDim_;
   static constexpr int kBlockM = kBlockM_;
@@ -27,15 +26,11 @@ struct Sm80Config {
   // registers.
   static constexpr bool kQInRegs = kQInRegs_;
   static constexpr int kMinBlocks = kMinBlocks_;  // __launch_bounds__: caps registers
-  // K and V tiles resident: the one being read plus kStages - 1 in flight (3 needs the
-  // one-barrier schedule: with two, V of the next tile is issued mid-tile instead).
-  static constexpr int kStages = kStages_;
-  // Barriers per key tile: 2 waits for K before QK^T and for V before PV (V lands during the
-  // softmax); 1 waits for both before QK^T and frees the warps of a block from moving in
-  // lockstep twice per tile.
-  static constexpr int kBarriers = kBarriers_;
-  static_assert(kBarriers == 1 || kBarriers == 2, "1 or 2 barriers per key tile");
-  static_assert(kStages == 2 || (kStages == 3 && kBarriers == 1), "2 stages, or 3 with 1 barrier");
+  // K and V tiles resident: the one being read and the next, in flight. One barrier per key tile
+  // waits for both K and V of tile j before QK^T; it frees the warps of a block from moving in
+  // lockstep twice per tile (+6% at d128 over waiting for K and V separately; 3 stages gained
+  // nothing over 2 with 128x64 tiles: docs/performance.md, v2b and v3).
+  static constexpr int kStages = 2;
 
   static constexpr int kThreads = kWarps * 32;
   static constexpr int kWarpM = kBlockM / kWarps;
@@ -64,11 +59,11 @@ struct Sm80Config {
 // they take the shapes of d128 and d256, whose register and shared-memory budgets they fit.
 template <int kHeadDim>
 struct Sm80ConfigFor;
-//                                                  d    M    N  W  Q-regs blocks barriers stages
-template <> struct Sm80ConfigFor<64>  { using type = Sm80Config<64, 128, 64, 4, true, 2, 1>; };
-template <> struct Sm80ConfigFor<96>  { using type = Sm80Config<96, 128, 64, 4, false, 2, 1>; };
-template <> struct Sm80ConfigFor<128> { using type = Sm80Config<128, 128, 64, 4, false, 2, 1>; };
-template <> struct Sm80ConfigFor<192> { using type = Sm80Config<192, 64, 32, 4, true, 2, 1>; };
-template <> struct Sm80ConfigFor<256> { using type = Sm80Config<256, 64, 32, 4, true, 2, 1>; };
+//                                                  d    M    N  W  Q-regs blocks
+template <> struct Sm80ConfigFor<64>  { using type = Sm80Config<64, 128, 64, 4, true, 2>; };
+template <> struct Sm80ConfigFor<96>  { using type = Sm80Config<96, 128, 64, 4, false, 2>; };
+template <> struct Sm80ConfigFor<128> { using type = Sm80Config<128, 128, 64, 4, false, 2>; };
+template <> struct Sm80ConfigFor<192> { using type = Sm80Config<192, 64, 32, 4, true, 2>; };
+template <> struct Sm80ConfigFor<256> { using type = Sm80Config<256, 64, 32, 4, true, 2>; };
 
 }  // namespace flashattn::cuda

@@ -5,12 +5,11 @@
 //   init:  cp.async Q and the first K, V tiles into shared memory; row_max = -inf, row_sum = 0,
 //          O = 0 in registers.
 //   loop over key tiles j (only those some row of the block can see):
-//          wait K[j] (and V[j]); issue the next tiles
+//          wait K[j] and V[j] (one barrier); issue the next tiles
 //          S = Q K[j]^T            ldmatrix (Q, K) + mma.sync, float32 in registers
 //          mask (only the tail tile and tiles crossing the causal diagonal)
-//          online softmax          exp2 with the scale folded in; P rounded to the input type
+//          online softmax          exp2((s - max) * scale * log2 e); P rounded to the input type
 //                                  and repacked in registers as the A operand of the next mma
-//          (two-barrier schedule: issue V[j+1]; wait V[j])
 //          O += P V[j]             ldmatrix.trans (V) + mma.sync
 //   finalize: O / row_sum through shared memory to 16-byte coalesced stores; LSE.
 #pragma once
@@ -56,30 +55,20 @@ flash_sm80_kernel(KernelArgs args) {
     load_kv_tile(v_smem, c.v_gmem, args.v_stride[1], j, stage);
   };
 
-  // cp.async groups, in commit order.
-  //   two barriers per tile: [Q, K0] [V0], then per tile [K j+1] [V j+1] (empty past the end):
-  //     waiting until 2 groups remain in flight always completes exactly the tile about to be
-  //     read.
-  //   one barrier per tile: [Q, K0, V0] [K1, V1] .. [K s-2, V s-2] for kStages = s, then per
-  //     tile [K j+s-1, V j+s-1]: waiting until s - 2 remain completes tile j.
+  // cp.async groups, in commit order: [Q, K0, V0] [K1, V1] .. [K s-2, V s-2] for kStages = s,
+  // then per tile [K j+s-1, V j+s-1] (empty past the end): waiting until s - 2 remain completes
+  // tile j.
   sm80::load_tile_async<Cfg, Cfg::kBlockM, Cfg::kThreads>(q_smem, c.q_gmem, args.q_stride[1],
                                                           c.m0, args.seqlen_q, tid);
-  if constexpr (Cfg::kBarriers == 2) {
-    if (c.n_tiles > 0) load_k(0, 0);
-    ptx::cp_async_commit();
-    if (c.n_tiles > 0) load_v(0, 0);
-    ptx::cp_async_commit();
-  } else {
 #pragma unroll
-    for (int i = 0; i < Cfg::kStages - 1; ++i) {
-      if (i < c.n_tiles) { load_k(i, i); load_v(i, i); }
-      ptx::cp_async_commit();
-    }
+  for (int i = 0; i < Cfg::kStages - 1; ++i) {
+    if (i < c.n_tiles) { load_k(i, i); load_v(i, i); }
+    ptx::cp_async_commit();
   }
   // Q's fragments, when they live in registers: loaded once, before the key loop (the wait for
   // Q's group is early by one tile's copy; the lane offsets then die before the loop).
   if constexpr (Cfg::kQInRegs) {
-    ptx::cp_async_wait<Cfg::kBarriers == 2 ? 1 : Cfg::kStages - 2>();
+    ptx::cp_async_wait<Cfg::kStages - 2>();
     __syncthreads();
     w.load_q(q_smem);
   }
@@ -89,23 +78,15 @@ flash_sm80_kernel(KernelArgs args) {
   int stage = 0, ahead_stage = Cfg::kStages - 1;
   for (int j = 0; j < c.n_tiles; ++j) {
     const std::int64_t n0 = static_cast<std::int64_t>(j) * kBlockN;
-    if constexpr (Cfg::kBarriers == 1) {
-      // One barrier per tile: tile j landed for every thread, and every warp is done with tile
-      // j - 1, whose stage the tile kStages - 1 ahead overwrites.
-      ptx::cp_async_wait<Cfg::kStages - 2>();
-      __syncthreads();
-      if (j + Cfg::kStages - 1 < c.n_tiles) {
-        load_k(j + Cfg::kStages - 1, ahead_stage);
-        load_v(j + Cfg::kStages - 1, ahead_stage);
-      }
-      ptx::cp_async_commit();
-    } else {
-      // K[j+1] overwrites K[j-1], which every warp finished before the previous V barrier.
-      if (j + 1 < c.n_tiles) load_k(j + 1, ahead_stage);
-      ptx::cp_async_commit();
-      ptx::cp_async_wait<2>();
-      __syncthreads();  // K[j] (and, first time, Q) visible to every warp
+    // One barrier per tile: tile j landed for every thread, and every warp is done with tile
+    // j - 1, whose stage the tile kStages - 1 ahead overwrites.
+    ptx::cp_async_wait<Cfg::kStages - 2>();
+    __syncthreads();
+    if (j + Cfg::kStages - 1 < c.n_tiles) {
+      load_k(j + Cfg::kStages - 1, ahead_stage);
+      load_v(j + Cfg::kStages - 1, ahead_stage);
     }
+    ptx::cp_async_commit();
 
     typename sm80::WarpAttention<T, Cfg>::Scores s;
     typename sm80::WarpAttention<T, Cfg>::Probs p;
@@ -113,13 +94,6 @@ flash_sm80_kernel(KernelArgs args) {
     w.mask(s, args, c.m0, n0);
     w.rescale_o(w.softmax(s, p, args.scale_log2));
 
-    if constexpr (Cfg::kBarriers == 2) {
-      // V[j+1] overwrites V[j-1], which every warp finished before this iteration's K barrier.
-      if (j + 1 < c.n_tiles) load_v(j + 1, ahead_stage);
-      ptx::cp_async_commit();
-      ptx::cp_async_wait<2>();
-      __syncthreads();  // V[j] visible to every warp
-    }
     w.pv(p, v_smem + stage * Cfg::kKvTileBytes);
     stage = stage + 1 == Cfg::kStages ? 0 : stage + 1;
     ahead_stage = ahead_stage + 1 == Cfg::kStages ? 0 : ahead_stage + 1;
