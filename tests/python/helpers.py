@@ -101,3 +101,10 @@ def varlen_inputs(seqlens_q, seqlens_k, heads, kv_heads, head_dim, dtype, seed, 
 def bloom_slopes(heads: int) -> np.ndarray:
     """ALiBi's slopes (BLOOM, MPT): 2^(-8 h / heads) for h = 1..heads, float32 (heads)."""
     return (2.0 ** (-8.0 * np.arange(1, heads + 1) / heads)).astype(np.float32)
+
+
+def aligned_copy(x: np.ndarray) -> np.ndarray:
+    """A contiguous, 64-byte aligned copy of x (the library needs 16-byte aligned data)."""
+    y = aligned_empty(x.shape, x.dtype)
+    y[...] = x
+    return y
