@@ -72,11 +72,14 @@ def _is_int(x) -> bool:
 
 
 def _int64(x, name: str, expected: str):
-    """x as an int for the extension's int64 (a SymInt stays one); beyond int64: the library's
-    kind of message, with its code (the extension would raise nanobind's argument dump)."""
-    if torch is not None and isinstance(x, torch.SymInt):
-        return x
-    x = int(x)
+    """x as an int for the extension's int64; beyond int64: the library's kind of message, with
+    its code (the extension would raise nanobind's argument dump). A torch.SymInt stays one, and
+    under torch.compile an int (a SymInt too) is never passed through int(), which would
+    specialize it."""
+    if not isinstance(x, int):  # NumPy integers
+        if torch is not None and isinstance(x, torch.SymInt):
+            return x
+        x = int(x)
     if not _INT64_MIN <= x <= _INT64_MAX:
         raise ValueError(f"invalid_argument: {name} = {x} is beyond int64, expected {expected}")
     return x
