@@ -35,7 +35,8 @@ struct ForwardParams {
   std::optional<float> softmax_scale;  // default 1 / sqrt(head_dim)
   bool causal = false;
 
-  // Sliding window, FlashAttention's window_size = (left, right); -1 is unbounded.
+  // Sliding window, FlashAttention's window_size = (left, right); -1 is unbounded. With causal
+  // the right edge is the diagonal: window_right must be -1 or 0 (a wider one is refused).
   std::int64_t window_left = -1, window_right = -1;
   // Scores become softcap * tanh(scores / softcap) before the softmax (Gemma 2, Grok); 0 is off.
   float softcap = 0.0f;

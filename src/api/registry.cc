@@ -35,7 +35,9 @@ bool params_empty(const ForwardParams& p) {
 
 unsigned variants_used(const ForwardParams& p) {
   unsigned used = 0;
-  if (p.window_left != -1 || p.window_right != -1) used |= kVariantWindow;
+  // Causal alone (window_right -1 or 0) is the base problem; a right edge without causal, or any
+  // left edge, is a window.
+  if (p.window_left != -1 || (p.window_right != -1 && !p.causal)) used |= kVariantWindow;
   if (p.softcap > 0.0f) used |= kVariantSoftcap;
   if (p.alibi_slopes.defined()) used |= kVariantAlibi;
   if (p.sinks.defined()) used |= kVariantSinks;

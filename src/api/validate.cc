@@ -360,6 +360,12 @@ Status validate(const ForwardParams& p) {
                       ", expected -1 (unbounded) or a key count >= 0");
     }
   }
+  if (p.causal && p.window_right > 0) {
+    return fail(StatusCode::kInvalidArgument,
+                "window_right = " + std::to_string(p.window_right) +
+                    " with causal = true: causal puts the window's right edge on the diagonal "
+                    "(expected window_right = 0 or -1)");
+  }
   if (!std::isfinite(p.softcap) || p.softcap < 0.0f) {
     std::snprintf(text, sizeof(text), "softcap = %g, expected a finite value >= 0 (0 is off)",
                   static_cast<double>(p.softcap));

@@ -1247,6 +1247,7 @@ TEST(ValidEdgeCases, WindowsPassValidation) {
   for (auto [left, right] : {std::pair<std::int64_t, std::int64_t>{-1, -1}, {-1, 0}, {0, 0},
                              {5, 3}, {0, -1}, {1000, 1000}}) {
     for (bool causal : {false, true}) {
+      if (causal && right > 0) continue;  // contradicts causal: Validate.CausalWithAWiderRightWindow
       for (bool varlen : {false, true}) {
         SCOPED_TRACE("window (" + std::to_string(left) + ", " + std::to_string(right) + ")" +
                      (causal ? " causal" : "") + (varlen ? " varlen" : ""));
@@ -1400,6 +1401,19 @@ std::vector<VariantCase> variant_cases() {
   return cases;
 }
 
+// causal fixes the window's right edge at the diagonal: an explicit wider right edge contradicts it.
+TEST(Validate, CausalWithAWiderRightWindow) {
+  Problem p;
+  p.params.causal = true;
+  p.params.window_right = 5;
+  expect_refused(p, StatusCode::kInvalidArgument,
+                 {"window_right = 5 with causal = true", "expected window_right = 0 or -1"});
+  p.params.window_right = 0;
+  EXPECT_TRUE(validate(p.params).ok());
+  p.params.window_left = 7;
+  EXPECT_TRUE(validate(p.params).ok());
+}
+
 TEST(Variants, UsedPerField) {
   {
     // The dense problem, causal or not, with a scale or a workspace, uses no variant.
@@ -1412,6 +1426,12 @@ TEST(Variants, UsedPerField) {
     p.params.workspace = workspace.data();
     p.params.workspace_size = 64;
     EXPECT_EQ(variants_used(p.params), 0u);
+    // Causal written as its window (right edge 0) is still causal alone.
+    p.params.window_right = 0;
+    EXPECT_EQ(variants_used(p.params), 0u);
+    // Without causal, a right edge of 0 is a window: a backend without windows must refuse it.
+    p.params.causal = false;
+    EXPECT_EQ(variants_used(p.params), static_cast<unsigned>(kVariantWindow));
   }
   for (const VariantCase& c : variant_cases()) {
     SCOPED_TRACE(c.name);
