@@ -254,7 +254,8 @@ def flash_attn_func(q, k, v, *, softmax_scale: Optional[float] = None, causal: b
             (aligned bottom-right). A row that sees no key gives O = 0 and LSE = -inf.
         window_size: (left, right), FlashAttention's sliding window: row i sees key j iff
             i + seqlen_k - seqlen_q - left <= j <= i + seqlen_k - seqlen_q + right; -1 leaves a
-            side unbounded. Ints >= -1; with causal, right is 0 whatever is given.
+            side unbounded. Ints >= -1; with causal, right must be -1 or 0 (causal puts the
+            right edge on the diagonal; FlashAttention would silently use 0).
         softcap: S becomes softcap * tanh(S / softcap) before the bias and the softmax (Gemma 2,
             Grok); 0 is off. A finite real >= 0.
         alibi_slopes: float32 (heads) or (batch, heads): bias = -slope * |i + seqlen_k -

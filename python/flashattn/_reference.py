@@ -8,7 +8,7 @@ reads kv head h // (heads // kv_heads)); per sequence of seqlen_q queries and se
   bias = -alibi_slope[b, h] * |i + diag - j|;
   mask: query i sees key j iff 0 <= j < seqlen_k and
         i + diag - window_left <= j <= i + diag + window_right (a side at -1 is unbounded;
-        causal means window_right = 0);
+        causal means window_right = 0, and a window_right > 0 with it is refused);
   sinks: one logit per head that joins every row's softmax denominator and adds no value.
 A row that sees no key gives O = 0 and LSE = -inf (LSE = the sink's logit with sinks).
 attention_torch is the dense, causal-only problem in torch (the benchmark's check on the GPU).
@@ -47,7 +47,9 @@ def attention_numpy(q, k, v, softmax_scale: Optional[float] = None, causal: bool
     sinks = None if sinks is None else np.asarray(sinks, np.float32).astype(ct)
     scale = ct(default_scale(q.shape[-1]) if softmax_scale is None else softmax_scale)
     left, right = window_size
-    if causal:
+    if causal:  # the diagonal is the right edge; params.h refuses a wider one, as the library
+        if right > 0:
+            raise ValueError(f"window_right = {right} with causal: expected -1 or 0")
         right = 0
     variant = dict(scale=scale, left=left, right=right, softcap=softcap, sinks=sinks)
     if cu_seqlens_q is None and cu_seqlens_k is None:

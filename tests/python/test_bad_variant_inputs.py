@@ -56,6 +56,9 @@ DENSE_BAD = [
      r"^invalid_argument: window_right = -5, expected -1"),
     ("window_causal_below_-1", {"window_size": (-3, -1), "causal": True}, ValueError,
      r"^invalid_argument: window_left = -3"),
+    ("window_right_with_causal", {"window_size": (4, 2), "causal": True}, ValueError,
+     r"^invalid_argument: window_right = 2 with causal = true: causal puts the window's right "
+     r"edge on the diagonal \(expected window_right = 0 or -1\)$"),
     ("window_beyond_int64", {"window_size": (2 ** 63, 0)}, ValueError,
      r"^invalid_argument: window_left = 9223372036854775808 is beyond int64, expected -1 "
      r"\(unbounded\) or a key count >= 0$"),
@@ -249,6 +252,8 @@ VARLEN_BAD = [
      r"^invalid_shape: alibi_slopes\.shape\[0\] = 2, expected 3 \(batch, heads\)$"),
     ("window_below_-1", {"window_size": (0, -2)}, ValueError,
      r"^invalid_argument: window_right = -2"),
+    ("window_right_with_causal", {"window_size": (-1, 1), "causal": True}, ValueError,
+     r"^invalid_argument: window_right = 1 with causal = true"),
     ("softcap_negative", {"softcap": -0.5}, ValueError, r"^invalid_argument: softcap = -0\.5"),
     ("sinks_wrong_shape", {"sinks": f32(H - 1)}, ValueError,
      r"^invalid_shape: sinks\.shape\[0\] = 3, expected 4 \(heads\)$"),

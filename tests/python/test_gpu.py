@@ -275,13 +275,13 @@ GPU_VARIANTS = [
     ("alibi_heads", (2, 257, 513, 8, 2, 128), {"alibi_slopes": "heads", "causal": True}),
     ("alibi_batch_heads", (2, 257, 513, 8, 2, 64), {"alibi_slopes": "batch_heads"}),
     ("sinks", (1, 513, 257, 4, 2, 128), {"sinks": "normal", "causal": True}),
-    ("all", (2, 333, 555, 8, 2, 128), {"window_size": (100, 7), "causal": True, "softcap": 10.0,
+    ("all", (2, 333, 555, 8, 2, 128), {"window_size": (100, 0), "causal": True, "softcap": 10.0,
                                       "alibi_slopes": "batch_heads", "sinks": "normal"}),
 ]
 VARLEN_LENS = ([17, 0, 300, 1, 129], [40, 0, 300, 7, 1])
 GPU_VARLEN = [
     ("varlen_causal_seqused_k", {"causal": True, "seqused_k": [30, 0, 200, 7, 0]}),
-    ("varlen_all", {"window_size": (64, 2), "causal": True, "softcap": 8.0,
+    ("varlen_all", {"window_size": (64, -1), "causal": True, "softcap": 8.0,
                     "alibi_slopes": "batch_heads", "sinks": "normal",
                     "seqused_k": [40, 0, 250, 3, 1]}),
 ]

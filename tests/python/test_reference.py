@@ -38,8 +38,10 @@ MASKS = [
      [{0, 1, 2, 3}, {0, 1, 2, 3, 4}, {0, 1, 2, 3, 4, 5}, {0, 1, 2, 3, 4, 5}]),
     ("window_-1_0_is_causal", 4, 6, {"window_size": (-1, 0)},
      [{0, 1, 2}, {0, 1, 2, 3}, {0, 1, 2, 3, 4}, {0, 1, 2, 3, 4, 5}]),
-    # causal forces the right side to 0 and keeps the left
-    ("causal_with_window_1_5", 4, 6, {"window_size": (1, 5), "causal": True},
+    # causal is the right edge 0 (window_right -1 or 0) and keeps the left
+    ("causal_with_window_1_-1", 4, 6, {"window_size": (1, -1), "causal": True},
+     [{1, 2}, {2, 3}, {3, 4}, {4, 5}]),
+    ("causal_with_window_1_0", 4, 6, {"window_size": (1, 0), "causal": True},
      [{1, 2}, {2, 3}, {3, 4}, {4, 5}]),
     ("window_past_the_keys", 5, 2, {"window_size": (0, 1)}, [set(), set(), {0}, {0, 1}, {1}]),
     ("window_wider_than_the_sequence", 3, 4, {"window_size": (10 ** 6, 10 ** 6)},
@@ -58,6 +60,13 @@ def test_reference_mask(sq, sk, options, expected):
             assert np.all(out[0, i] == 0) and np.isneginf(lse[0, 0, i])
         else:
             assert np.isfinite(lse[0, 0, i]) and np.isclose(out[0, i, 0].sum(), 1.0)
+
+
+def test_reference_refuses_causal_with_a_right_edge():
+    """params.h: with causal, window_right must be -1 or 0 (the library refuses a wider one)."""
+    q = np.ones((1, 2, 1, 8))
+    with pytest.raises(ValueError, match=r"window_right = 1 with causal"):
+        attention_numpy(q, q, q, causal=True, window_size=(-1, 1))
 
 
 def test_reference_score_transform_softcap_then_alibi():
@@ -138,7 +147,7 @@ def test_reference_varlen_is_each_sequence_alone():
 def test_reference_float32_baseline_tracks_float64():
     rng = np.random.default_rng(5)
     q, k, v = (rng.standard_normal((1, 33, 2, 16)) for _ in range(3))
-    options = dict(causal=True, window_size=(7, 3), softcap=4.0,
+    options = dict(causal=True, window_size=(7, 0), softcap=4.0,
                    alibi_slopes=bloom_slopes(2), sinks=np.array([1.0, -1.0], np.float32))
     out64, lse64 = attention_numpy(q, k, v, **options)
     out32, lse32 = attention_numpy(q, k, v, compute_dtype=np.float32, **options)

@@ -311,7 +311,7 @@ def variant_options(name, b, h, seed=0):
         "window_causal_softcap": {"window_size": (24, -1), "causal": True, "softcap": 6.0},
         "alibi_batch_heads_sinks": {"alibi_slopes": torch.rand(b, h, generator=g),
                                     "sinks": torch.randn(h, generator=g) * 2, "causal": True},
-        "all": {"window_size": (20, 3), "causal": True, "softcap": 5.0,
+        "all": {"window_size": (20, 0), "causal": True, "softcap": 5.0,
                 "alibi_slopes": torch.rand(h, generator=g), "sinks": torch.randn(h, generator=g)},
     }[name]
 
