@@ -28,17 +28,22 @@ struct KeyRange {
 
 struct MaskRule {
   std::int64_t seqlen_q = 0, seqlen_k = 0;
-  std::int64_t left = -1, right = -1;  // -1: unbounded on that side
+  // -1: unbounded on that side; else below seqlen_k (left) and seqlen_q (right), as make() sets.
+  std::int64_t left = -1, right = -1;
 
   // The rule of one sequence; causal forces right = 0 (FlashAttention: causal means the window's
-  // right edge is the diagonal; a given left still applies).
+  // right edge is the diagonal; a given left still applies). A side at least as wide as the
+  // sequence (left >= seqlen_k, right >= seqlen_q) masks nothing and becomes -1: validate()
+  // accepts any window up to INT64_MAX, and i + diag - left or i + diag + right + 1 would
+  // overflow there (window_right = INT64_MAX wrapped around and hid every key).
   FA_HOST_DEVICE static MaskRule make(std::int64_t seqlen_q, std::int64_t seqlen_k,
                                       std::int64_t left, std::int64_t right, bool causal) {
+    if (causal) right = 0;
     MaskRule r;
     r.seqlen_q = seqlen_q;
     r.seqlen_k = seqlen_k;
-    r.left = left;
-    r.right = causal ? 0 : right;
+    r.left = left >= seqlen_k ? -1 : left;
+    r.right = right >= seqlen_q ? -1 : right;
     return r;
   }
 

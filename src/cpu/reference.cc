@@ -1,8 +1,12 @@
 // The naive attention algorithm on the host, and the cpu-reference backend built on it.
 //
-// For each (batch, head) and each query row: S = scale * q K^T over the visible keys (the whole
-// row of scores materialized), softmax of the row with its exact max, O = P V. No tiling, no
-// online rescaling: this is the definition the flash backends are checked against.
+// For each (batch, head), each sequence (dense or packed, AttentionArgs::seq) and each query row:
+// the keys the row sees (MaskRule::row_range), their scores s = transform_score(scale * q.k)
+// (softcap, then ALiBi), softmax with the exact max, O = P V. With sinks, the head's sink logit
+// joins the max and the denominator and adds no value:
+//   LSE = log(sum_j exp(s_j) + exp(sink)),  O = sum_j exp(s_j - LSE) v_j.
+// A row that sees no key gives O = 0 and LSE = -inf (LSE = sink with sinks). No tiling, no online
+// rescaling: this is the definition the flash backends are checked against.
 // naive_forward<double> is the float64 golden reference; naive_forward<float> is the verifier's
 // float32 baseline (float arithmetic throughout, output rounded to the dtype).
 #include "cpu/reference.h"
@@ -14,79 +18,88 @@
 #include <vector>
 
 #include "api/backend.h"
+#include "common/attention_args.h"
 #include "common/dtype_convert.h"
 #include "cpu/host_loop.h"
 
 namespace flashattn::cpu {
 namespace {
 
-// Number of keys query row `row` sees: all of them, or under the bottom-right causal mask the keys
-// j <= row + (seqlen_k - seqlen_q), clamped to [0, seqlen_k].
-std::int64_t visible_keys(const ForwardParams& p, std::int64_t row) {
-  const std::int64_t seqlen_k = p.seqlen_k();
-  if (!p.causal) return seqlen_k;
-  const std::int64_t last = row + seqlen_k - p.seqlen_q();
-  return std::clamp<std::int64_t>(last + 1, 0, seqlen_k);
+// Element offset of (batch b, row, head h, d) through AttentionArgs' (batch, row, head) strides.
+std::int64_t offset(const std::int64_t* stride, std::int64_t b, std::int64_t row, std::int64_t h,
+                    std::int64_t d) {
+  return b * stride[0] + row * stride[1] + h * stride[2] + d;
 }
 
 // Computes every output row in Acc precision and hands each to
-// sink(batch, row, head, const Acc* o_row, Acc lse). A row that sees no key gets O = 0 and
-// LSE = -inf. Fails only when the thread count is misconfigured (cpu/host_loop.h).
+// sink(batch, row, head, const Acc* o_row, Acc lse), row being the row of q/out (the sequence's
+// first row plus its index in the sequence). Fails only when the thread count is misconfigured
+// (cpu/host_loop.h).
 template <typename Acc, typename Sink>
-Status naive_attention(const ForwardParams& p, Sink sink) {
-  const std::int64_t batch = p.batch(), heads = p.heads(), kv_heads = p.kv_heads();
-  const std::int64_t seqlen_q = p.seqlen_q(), seqlen_k = p.seqlen_k(), head_dim = p.head_dim();
-  if (batch == 0 || heads == 0 || seqlen_q == 0) return Status::Ok();
-  const std::int64_t group = heads / kv_heads;  // query heads per kv head (GQA)
-  const Acc scale = static_cast<Acc>(p.scale());
+Status naive_attention(const AttentionArgs& a, Sink sink) {
+  if (a.batch == 0 || a.heads == 0 || a.seqlen_q == 0) return Status::Ok();
+  const std::int64_t heads = a.heads, head_dim = a.head_dim;
+  const std::int64_t group = heads / a.kv_heads;  // query heads per kv head (GQA)
+  const Acc scale = static_cast<Acc>(a.scale);
   const Acc neg_inf = -std::numeric_limits<Acc>::infinity();
 
-  return parallel_for(batch * heads, [&] { return [&](std::int64_t item) {
+  return parallel_for(a.batch * heads, [&] { return [&](std::int64_t item) {
     const std::int64_t b = item / heads, h = item % heads, kv_h = h / group;
-    // K and V of this (batch, kv head), converted once: seqlen_k x head_dim each.
+    const SeqInfo seq = a.seq(b);
+    if (seq.seqlen_q == 0) return;
+    const MaskRule rule = a.mask(seq);
+    const float slope = a.alibi_slope(b, h);
+    // The sink's logit, in the units of the transformed scores; -inf (no term) without sinks.
+    const Acc sink_logit = a.sinks != nullptr ? static_cast<Acc>(a.sinks[h]) : neg_inf;
+    // K and V of this (sequence, kv head), converted once: seqlen_k x head_dim each.
+    const std::int64_t seqlen_k = seq.seqlen_k;
     std::vector<Acc> k_mat(static_cast<std::size_t>(seqlen_k * head_dim));
     std::vector<Acc> v_mat(k_mat.size());
     for (std::int64_t j = 0; j < seqlen_k; ++j) {
+      const std::int64_t key = seq.k_row0 + j;
       for (std::int64_t d = 0; d < head_dim; ++d) {
-        k_mat[j * head_dim + d] = load_as_float(p.k.data, p.k.dtype, offset4(p.k, b, j, kv_h, d));
-        v_mat[j * head_dim + d] = load_as_float(p.v.data, p.v.dtype, offset4(p.v, b, j, kv_h, d));
+        const std::int64_t at = j * head_dim + d;
+        k_mat[at] = load_as_float(a.k, a.dtype, offset(a.k_stride, b, key, kv_h, d));
+        v_mat[at] = load_as_float(a.v, a.dtype, offset(a.v_stride, b, key, kv_h, d));
       }
     }
     std::vector<Acc> q_row(static_cast<std::size_t>(head_dim));
     std::vector<Acc> s_row(static_cast<std::size_t>(seqlen_k));
     std::vector<Acc> o_row(static_cast<std::size_t>(head_dim));
-    for (std::int64_t i = 0; i < seqlen_q; ++i) {
+    for (std::int64_t i = 0; i < seq.seqlen_q; ++i) {
+      const std::int64_t row = seq.q_row0 + i;
       std::fill(o_row.begin(), o_row.end(), Acc(0));
-      const std::int64_t n_visible = visible_keys(p, i);
-      if (n_visible == 0) {
-        sink(b, i, h, o_row.data(), neg_inf);
+      const KeyRange keys = rule.row_range(i);
+      if (keys.empty()) {
+        // Only the sink, if any: its softmax weight is 1 and it adds no value.
+        sink(b, row, h, o_row.data(), sink_logit);
         continue;
       }
       for (std::int64_t d = 0; d < head_dim; ++d) {
-        q_row[d] = load_as_float(p.q.data, p.q.dtype, offset4(p.q, b, i, h, d));
+        q_row[d] = load_as_float(a.q, a.dtype, offset(a.q_stride, b, row, h, d));
       }
-      // S row and its max.
-      Acc row_max = neg_inf;
-      for (std::int64_t j = 0; j < n_visible; ++j) {
+      // S row (transformed) and its max, the sink included.
+      Acc row_max = sink_logit;
+      for (std::int64_t j = keys.begin; j < keys.end; ++j) {
         const Acc* k_row = &k_mat[j * head_dim];
         Acc dot = 0;
         for (std::int64_t d = 0; d < head_dim; ++d) dot += q_row[d] * k_row[d];
-        s_row[j] = scale * dot;
+        s_row[j] = transform_score<Acc>(scale * dot, a.softcap, slope, i, j, rule.diag());
         row_max = std::max(row_max, s_row[j]);
       }
-      // P = exp(S - max) in place, its sum, then O = P V / sum.
-      Acc row_sum = 0;
-      for (std::int64_t j = 0; j < n_visible; ++j) {
+      // P = exp(S - max) in place, its sum (with the sink's term), then O = P V / sum.
+      Acc row_sum = a.sinks != nullptr ? std::exp(sink_logit - row_max) : Acc(0);
+      for (std::int64_t j = keys.begin; j < keys.end; ++j) {
         s_row[j] = std::exp(s_row[j] - row_max);
         row_sum += s_row[j];
       }
-      for (std::int64_t j = 0; j < n_visible; ++j) {
+      for (std::int64_t j = keys.begin; j < keys.end; ++j) {
         const Acc pj = s_row[j];
         const Acc* v_row = &v_mat[j * head_dim];
         for (std::int64_t d = 0; d < head_dim; ++d) o_row[d] += pj * v_row[d];
       }
       for (std::int64_t d = 0; d < head_dim; ++d) o_row[d] /= row_sum;
-      sink(b, i, h, o_row.data(), row_max + std::log(row_sum));
+      sink(b, row, h, o_row.data(), row_max + std::log(row_sum));
     }
   }; });
 }
@@ -106,16 +119,16 @@ template <typename Acc>
 Status naive_forward(const ForwardParams& p) {
   Status st = require_host(p);
   if (!st.ok()) return st;
-  const std::int64_t head_dim = p.head_dim();
-  return naive_attention<Acc>(p, [&](std::int64_t b, std::int64_t i, std::int64_t h,
+  const AttentionArgs a = make_attention_args(p);
+  return naive_attention<Acc>(a, [&](std::int64_t b, std::int64_t row, std::int64_t h,
                                      const Acc* o_row, Acc lse) {
-    for (std::int64_t d = 0; d < head_dim; ++d) {
-      store_from_float(p.out.data, p.out.dtype, offset4(p.out, b, i, h, d),
+    for (std::int64_t d = 0; d < a.head_dim; ++d) {
+      store_from_float(a.o, a.dtype, offset(a.o_stride, b, row, h, d),
                        static_cast<float>(o_row[d]));
     }
-    if (p.lse.defined()) {
-      const std::int64_t at = b * p.lse.stride[0] + h * p.lse.stride[1] + i * p.lse.stride[2];
-      static_cast<float*>(p.lse.data)[at] = static_cast<float>(lse);
+    if (a.lse != nullptr) {
+      a.lse[b * a.lse_stride[0] + h * a.lse_stride[1] + row * a.lse_stride[2]] =
+          static_cast<float>(lse);
     }
   });
 }
@@ -126,14 +139,21 @@ template Status naive_forward<float>(const ForwardParams& params);
 Status reference_forward_f64(const ForwardParams& p, double* out, double* lse) {
   Status st = require_host(p);
   if (!st.ok()) return st;
-  const std::int64_t seqlen_q = p.seqlen_q(), heads = p.heads(), head_dim = p.head_dim();
-  return naive_attention<double>(p, [&](std::int64_t b, std::int64_t i, std::int64_t h,
+  const AttentionArgs a = make_attention_args(p);
+  // Row-major over out's and lse's own shapes: dense (batch, seqlen_q, heads, head_dim) and
+  // (batch, heads, seqlen_q); packed (total_q, heads, head_dim) and (heads, total_q), one batch
+  // entry of total_q rows.
+  const bool varlen = a.varlen();
+  const std::int64_t rows = varlen ? p.q.shape[0] : a.seqlen_q;
+  const std::int64_t heads = a.heads, head_dim = a.head_dim;
+  return naive_attention<double>(a, [&](std::int64_t b, std::int64_t row, std::int64_t h,
                                         const double* o_row, double row_lse) {
+    const std::int64_t bb = varlen ? 0 : b;
     if (out != nullptr) {
-      double* dst = out + ((b * seqlen_q + i) * heads + h) * head_dim;
+      double* dst = out + ((bb * rows + row) * heads + h) * head_dim;
       std::copy(o_row, o_row + head_dim, dst);
     }
-    if (lse != nullptr) lse[(b * heads + h) * seqlen_q + i] = row_lse;
+    if (lse != nullptr) lse[(bb * heads + h) * rows + row] = row_lse;
   });
 }
 
@@ -153,7 +173,7 @@ class CpuReferenceBackend final : public Backend {
     std::int64_t threads = 0;
     return cpu::thread_count(&threads);
   }
-  unsigned variants() const override { return 0; }
+  unsigned variants() const override { return kAllVariants; }
   Status supports(const ForwardParams& /*params*/) const override { return Status::Ok(); }
   Status run(const ForwardParams& params, StreamHandle /*stream*/) const override {
     return cpu::naive_forward<double>(params);

@@ -5,16 +5,19 @@
 
 namespace flashattn::cpu {
 
-// The naive algorithm on the host: for each (batch, head) materialize S = scale * Q K^T with the
-// mask, softmax each row, O = P V. `Acc` is the accumulation type: double for the golden
-// reference (the cpu-reference backend), float for the verifier's CPU baseline (float32
-// arithmetic, output rounded to the dtype). Runs on the validated params' host views,
-// multi-threaded over (batch, head).
+// The naive algorithm on the host: for each (batch, head) and each query row, the scores of the
+// keys the row sees (common/mask_rule.h) with softcap and ALiBi (transform_score), softmax with
+// the exact max and the sink's logit, O = P V; every variant of params.h. `Acc` is the
+// accumulation type: double for the golden reference (the cpu-reference backend), float for the
+// verifier's CPU baseline (float32 arithmetic, output rounded to the dtype). Runs on the
+// validated params' host views, multi-threaded over (batch, head).
 template <typename Acc>
 Status naive_forward(const ForwardParams& params);
 
-// The same with double accumulation written into float64 host buffers (row-major BSHD for O,
-// (batch, heads, seqlen_q) for LSE), so the verifier keeps the reference unrounded.
+// The same with double accumulation written into float64 host buffers, so the verifier keeps the
+// reference unrounded. The buffers are row-major over the shapes of out and lse: dense
+// (batch, seqlen_q, heads, head_dim) and (batch, heads, seqlen_q); varlen (total_q, heads,
+// head_dim) and (heads, total_q), where rows past cu_seqlens_q[batch] are left as they are.
 Status reference_forward_f64(const ForwardParams& params, double* out, double* lse);
 
 }  // namespace flashattn::cpu

@@ -6,11 +6,13 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <functional>
 #include <limits>
+#include <memory>
 #include <optional>
 #include <sstream>
 #include <string>
@@ -137,6 +139,8 @@ class HostTensor {
     });
     return out;
   }
+  // Every storage byte (elements, padding, guard), for the unchanged-inputs check.
+  const std::vector<std::uint8_t>& storage() const { return storage_; }
   // Bytes that are not logical elements (padding and guard), for the untouched-bytes check.
   std::vector<std::uint8_t> non_element_bytes() const {
     std::vector<bool> element(storage_.size(), false);
@@ -202,6 +206,29 @@ struct Result {
   std::vector<double> lse;  // (batch, heads, seqlen_q)
 };
 
+// Poisons `out` and `lse`, runs `runner`, checks that it succeeded, wrote no byte outside the
+// outputs' elements and changed no input; returns the outputs' elements as double.
+Result run_guarded(HostTensor& out, HostTensor& lse, const std::vector<const HostTensor*>& inputs,
+                   const std::function<Status()>& runner, const std::string& what,
+                   const std::string& context) {
+  out.poison();
+  lse.poison();
+  const auto out_pad = out.non_element_bytes(), lse_pad = lse.non_element_bytes();
+  std::vector<std::vector<std::uint8_t>> before;
+  for (const HostTensor* t : inputs) before.push_back(t->storage());
+  const Status st = runner();
+  EXPECT_TRUE(st.ok()) << what << ": " << st.to_string() << " [" << context << "]";
+  EXPECT_TRUE(out.non_element_bytes() == out_pad)
+      << what << " wrote outside out's elements [" << context << "]";
+  EXPECT_TRUE(lse.non_element_bytes() == lse_pad)
+      << what << " wrote outside lse's elements [" << context << "]";
+  bool same = true;
+  std::size_t i = 0;
+  for (const HostTensor* t : inputs) same = same && t->storage() == before[i++];
+  EXPECT_TRUE(same) << what << " modified an input [" << context << "]";
+  return {out.to_double(), lse.to_double()};
+}
+
 class Problem {
  public:
   explicit Problem(const Config& c)
@@ -234,20 +261,8 @@ class Problem {
   }
   Result run_with(const std::function<Status(const ForwardParams&)>& runner,
                   const std::string& what) {
-    out.poison();
-    lse.poison();
-    const auto out_pad = out.non_element_bytes(), lse_pad = lse.non_element_bytes();
-    const auto inputs = {q.to_double(), k.to_double(), v.to_double()};
-    const Status st = runner(params());
-    EXPECT_TRUE(st.ok()) << what << ": " << st.to_string() << " [" << config.to_string() << "]";
-    EXPECT_TRUE(out.non_element_bytes() == out_pad)
-        << what << " wrote outside out's elements [" << config.to_string() << "]";
-    EXPECT_TRUE(lse.non_element_bytes() == lse_pad)
-        << what << " wrote outside lse's elements [" << config.to_string() << "]";
-    const auto inputs_after = {q.to_double(), k.to_double(), v.to_double()};
-    EXPECT_TRUE(std::equal(inputs.begin(), inputs.end(), inputs_after.begin()))
-        << what << " modified an input [" << config.to_string() << "]";
-    return {out.to_double(), lse.to_double()};
+    return run_guarded(out, lse, {&q, &k, &v}, [&] { return runner(params()); }, what,
+                       config.to_string());
   }
 
   Result reference() const {
@@ -726,6 +741,650 @@ TEST(CpuBackends, FlashIsDeterministic) {
       ASSERT_EQ(std::memcmp(first.lse.data(), again.lse.data(), first.lse.size() * sizeof(double)),
                 0);
     }
+  }
+}
+
+// ---- the variants: window, softcap, ALiBi, sinks, varlen ----
+//
+// Every variant of params.h on both CPU backends and on the verifier's float32 baseline
+// (naive_forward<float>), against brute_force() below: float64, written from params.h's
+// definition and sharing no code with the backends (not MaskRule, not transform_score).
+
+struct Variants {
+  std::int64_t window_left = -1, window_right = -1;
+  float softcap = 0.0f;
+  std::vector<float> alibi;  // empty: none; (heads) values, or (batch, heads) with alibi_per_batch
+  bool alibi_per_batch = false;
+  std::vector<float> sinks;  // empty: none; (heads)
+  // Varlen when lens_q is not empty: sequence b has lens_q[b] queries and lens_k[b] keys (of
+  // which the first seqused_k[b] are used when seqused_k is given); Config's batch, seqlen_q and
+  // seqlen_k are then ignored. The max lengths are the longest plus max_seqlen_extra.
+  std::vector<std::int64_t> lens_q, lens_k;
+  std::vector<std::int32_t> seqused_k;
+  std::int64_t max_seqlen_extra = 0;
+  std::int64_t unused_q_rows = 0;  // rows of q/out past the last sequence (never written)
+
+  bool varlen() const { return !lens_q.empty(); }
+  std::string to_string() const {
+    std::ostringstream os;
+    auto list = [&](const char* name, const auto& xs) {
+      if (xs.empty()) return;
+      os << " " << name << "=";
+      for (std::size_t i = 0; i < xs.size(); ++i) os << (i ? "," : "") << xs[i];
+    };
+    if (window_left != -1 || window_right != -1) {
+      os << " window=(" << window_left << "," << window_right << ")";
+    }
+    if (softcap > 0.0f) os << " softcap=" << softcap;
+    list(alibi_per_batch ? "alibi(b,h)" : "alibi(h)", alibi);
+    list("sinks", sinks);
+    list("lens_q", lens_q);
+    list("lens_k", lens_k);
+    list("seqused_k", seqused_k);
+    if (max_seqlen_extra) os << " max_seqlen+" << max_seqlen_extra;
+    if (unused_q_rows) os << " unused_q_rows=" << unused_q_rows;
+    return os.str();
+  }
+};
+
+// HostTensor's factories, owned (HostTensor neither copies nor moves).
+std::unique_ptr<HostTensor> bshd_ptr(DType dtype, std::int64_t b, std::int64_t s, std::int64_t h,
+                                     std::int64_t d, Layout layout) {
+  return std::unique_ptr<HostTensor>(new HostTensor(HostTensor::bshd(dtype, b, s, h, d, layout)));
+}
+std::unique_ptr<HostTensor> lse_ptr(std::int64_t b, std::int64_t h, std::int64_t s, Layout layout) {
+  return std::unique_ptr<HostTensor>(new HostTensor(HostTensor::lse(b, h, s, layout)));
+}
+
+// A float32 (n) or (rows, n / rows) tensor holding `values`.
+std::unique_ptr<HostTensor> side_tensor(const std::vector<float>& values, std::int64_t rows) {
+  const auto n = static_cast<std::int64_t>(values.size());
+  auto t = rows > 0 ? std::make_unique<HostTensor>(DType::kFP32,
+                                                   std::vector<std::int64_t>{rows, n / rows},
+                                                   std::vector<std::int64_t>{n / rows, 1}, 0, n)
+                    : std::make_unique<HostTensor>(DType::kFP32, std::vector<std::int64_t>{n},
+                                                   std::vector<std::int64_t>{1}, 0, n);
+  for (std::int64_t i = 0; i < n; ++i) {
+    static_cast<float*>(t->view().data)[i] = values[static_cast<std::size_t>(i)];
+  }
+  return t;
+}
+std::unique_ptr<HostTensor> int32_tensor(const std::vector<std::int32_t>& values) {
+  const auto n = static_cast<std::int64_t>(values.size());
+  auto t = std::make_unique<HostTensor>(DType::kInt32, std::vector<std::int64_t>{n},
+                                        std::vector<std::int64_t>{1}, 0, n);
+  std::memcpy(t->view().data, values.data(), values.size() * sizeof(std::int32_t));
+  return t;
+}
+
+struct Expected {
+  Result r;
+  std::vector<bool> empty;  // per LSE element: the row sees no key
+};
+
+class VariantProblem {
+ public:
+  VariantProblem(const Config& c, const Variants& v) : config(c), variants(v) {
+    const DType dt = c.dtype;
+    if (!v.varlen()) {
+      q = bshd_ptr(dt, c.batch, c.seqlen_q, c.heads, c.head_dim, c.layout);
+      k = bshd_ptr(dt, c.batch, c.seqlen_k, c.kv_heads, c.head_dim, c.layout);
+      vv = bshd_ptr(dt, c.batch, c.seqlen_k, c.kv_heads, c.head_dim, c.layout);
+      out = bshd_ptr(dt, c.batch, c.seqlen_q, c.heads, c.head_dim, c.layout);
+      lse = lse_ptr(c.batch, c.heads, c.seqlen_q, c.layout);
+    } else {
+      std::vector<std::int32_t> cu_q = {0}, cu_k = {0};
+      for (std::size_t b = 0; b < v.lens_q.size(); ++b) {
+        cu_q.push_back(cu_q.back() + static_cast<std::int32_t>(v.lens_q[b]));
+        cu_k.push_back(cu_k.back() + static_cast<std::int32_t>(v.lens_k[b]));
+      }
+      total_q = cu_q.back() + v.unused_q_rows;
+      total_k = cu_k.back();
+      // (total, heads, head_dim): contiguous, or heads sliced out of a wider tensor (with a
+      // padded (heads, total_q) LSE).
+      auto packed = [&](std::int64_t rows, std::int64_t heads) {
+        if (c.layout != Layout::kPaddedHeads) {
+          return std::make_unique<HostTensor>(
+              dt, std::vector<std::int64_t>{rows, heads, c.head_dim},
+              std::vector<std::int64_t>{heads * c.head_dim, c.head_dim, 1}, 0,
+              rows * heads * c.head_dim);
+        }
+        const std::int64_t wide = heads + 3;
+        return std::make_unique<HostTensor>(
+            dt, std::vector<std::int64_t>{rows, heads, c.head_dim},
+            std::vector<std::int64_t>{wide * c.head_dim, c.head_dim, 1}, c.head_dim,
+            rows * wide * c.head_dim);
+      };
+      q = packed(total_q, c.heads);
+      k = packed(total_k, c.kv_heads);
+      vv = packed(total_k, c.kv_heads);
+      out = packed(total_q, c.heads);
+      const std::int64_t lse_row = c.layout == Layout::kPaddedHeads ? total_q + 5 : total_q;
+      lse =
+          std::make_unique<HostTensor>(DType::kFP32, std::vector<std::int64_t>{c.heads, total_q},
+                                       std::vector<std::int64_t>{lse_row, 1}, 0, c.heads * lse_row);
+      cu_seqlens_q = int32_tensor(cu_q);
+      cu_seqlens_k = int32_tensor(cu_k);
+      if (!v.seqused_k.empty()) seqused_k = int32_tensor(v.seqused_k);
+      for (std::size_t b = 0; b < v.lens_q.size(); ++b) {
+        max_seqlen_q = std::max(max_seqlen_q, v.lens_q[b]);
+        max_seqlen_k = std::max(max_seqlen_k, v.lens_k[b]);
+      }
+      max_seqlen_q += v.max_seqlen_extra;
+      max_seqlen_k += v.max_seqlen_extra;
+    }
+    q->fill(normal_inputs(c.seed, 0));
+    k->fill(normal_inputs(c.seed, 1));
+    vv->fill(normal_inputs(c.seed, 2));
+    if (!v.alibi.empty()) alibi = side_tensor(v.alibi, v.alibi_per_batch ? batch() : 0);
+    if (!v.sinks.empty()) sinks = side_tensor(v.sinks, 0);
+  }
+
+  std::int64_t batch() const {
+    return variants.varlen() ? static_cast<std::int64_t>(variants.lens_q.size()) : config.batch;
+  }
+
+  ForwardParams params() const {
+    ForwardParams p;
+    p.q = q->view();
+    p.k = k->view();
+    p.v = vv->view();
+    p.out = out->view();
+    p.lse = lse->view();
+    p.softmax_scale = config.scale;
+    p.causal = config.causal;
+    p.window_left = variants.window_left;
+    p.window_right = variants.window_right;
+    p.softcap = variants.softcap;
+    if (alibi) p.alibi_slopes = alibi->view();
+    if (sinks) p.sinks = sinks->view();
+    if (cu_seqlens_q) {
+      p.cu_seqlens_q = cu_seqlens_q->view();
+      p.cu_seqlens_k = cu_seqlens_k->view();
+      p.max_seqlen_q = max_seqlen_q;
+      p.max_seqlen_k = max_seqlen_k;
+    }
+    if (seqused_k) p.seqused_k = seqused_k->view();
+    return p;
+  }
+
+  std::string to_string() const { return config.to_string() + variants.to_string(); }
+
+  // The Config that matches() reads the results with: varlen outputs are one batch entry of
+  // total_q rows ((total_q, heads, d) and (heads, total_q)).
+  Config result_config() const {
+    Config c = config;
+    if (variants.varlen()) {
+      c.batch = 1;
+      c.seqlen_q = total_q;
+    }
+    return c;
+  }
+
+  Result run_with(const std::function<Status(const ForwardParams&)>& runner,
+                  const std::string& what) {
+    std::vector<const HostTensor*> inputs = {q.get(), k.get(), vv.get()};
+    for (const auto* t : {&alibi, &sinks, &cu_seqlens_q, &cu_seqlens_k, &seqused_k}) {
+      if (*t) inputs.push_back(t->get());
+    }
+    return run_guarded(*out, *lse, inputs, [&] { return runner(params()); }, what, to_string());
+  }
+  Result run(const std::string& backend) {
+    return run_with([&](const ForwardParams& p) { return forward(p, backend); }, backend);
+  }
+
+  // The definition of params.h in float64, element by element.
+  Expected brute_force() const {
+    const Config& c = config;
+    const std::vector<double> q_val = q->to_double(), k_val = k->to_double(),
+                              v_val = vv->to_double();
+    const std::int64_t heads = c.heads, kv_heads = c.kv_heads, d_n = c.head_dim;
+    const double scale = params().scale();
+    const bool varlen = variants.varlen();
+    Expected e;
+    e.r.o.assign(static_cast<std::size_t>(out->numel()), 0.0);
+    e.r.lse.assign(static_cast<std::size_t>(lse->numel()), 0.0);
+    e.empty.assign(e.r.lse.size(), false);
+    std::vector<double> s;
+    for (std::int64_t b = 0; b < batch(); ++b) {
+      // The sequence: its first rows in the (batch * rows) x heads x d views, and its lengths.
+      std::int64_t q0 = b * c.seqlen_q, k0 = b * c.seqlen_k, sq = c.seqlen_q, sk = c.seqlen_k;
+      if (varlen) {
+        q0 = k0 = 0;
+        for (std::int64_t x = 0; x < b; ++x) {
+          q0 += variants.lens_q[static_cast<std::size_t>(x)];
+          k0 += variants.lens_k[static_cast<std::size_t>(x)];
+        }
+        sq = variants.lens_q[static_cast<std::size_t>(b)];
+        sk = variants.seqused_k.empty() ? variants.lens_k[static_cast<std::size_t>(b)]
+                                        : variants.seqused_k[static_cast<std::size_t>(b)];
+      }
+      for (std::int64_t h = 0; h < heads; ++h) {
+        const std::int64_t kv_h = h / (heads / kv_heads);
+        const double slope = variants.alibi.empty()
+                                 ? 0.0
+                                 : variants.alibi[static_cast<std::size_t>(
+                                       variants.alibi_per_batch ? b * heads + h : h)];
+        const bool has_sink = !variants.sinks.empty();
+        const double sink = has_sink ? variants.sinks[static_cast<std::size_t>(h)] : 0.0;
+        for (std::int64_t i = 0; i < sq; ++i) {
+          // Query i sees key j iff 0 <= j < sk and i + sk - sq - left <= j <= i + sk - sq + right.
+          const std::int64_t right = c.causal ? 0 : variants.window_right;
+          std::vector<std::int64_t> keys;
+          s.clear();
+          for (std::int64_t j = 0; j < sk; ++j) {
+            const std::int64_t from_diag = j - (i + sk - sq);
+            if (variants.window_left >= 0 && -from_diag > variants.window_left) continue;
+            if (right >= 0 && from_diag > right) continue;
+            double dot = 0;
+            for (std::int64_t d = 0; d < d_n; ++d) {
+              dot += q_val[static_cast<std::size_t>(((q0 + i) * heads + h) * d_n + d)] *
+                     k_val[static_cast<std::size_t>(((k0 + j) * kv_heads + kv_h) * d_n + d)];
+            }
+            double score = scale * dot;
+            if (variants.softcap > 0.0f) {
+              score = variants.softcap * std::tanh(score / variants.softcap);
+            }
+            score -= slope * static_cast<double>(std::llabs(from_diag));
+            keys.push_back(j);
+            s.push_back(score);
+          }
+          const std::int64_t out_row = q0 + i;  // dense: b * seqlen_q + i; varlen: the packed row
+          const auto lse_at = static_cast<std::size_t>(varlen ? h * total_q + out_row
+                                                              : (b * heads + h) * c.seqlen_q + i);
+          double* o = &e.r.o[static_cast<std::size_t>((out_row * heads + h) * d_n)];
+          if (keys.empty()) {
+            e.r.lse[lse_at] = has_sink ? sink : -kInf;
+            e.empty[lse_at] = true;
+            continue;
+          }
+          double m = has_sink ? sink : -kInf;
+          for (double x : s) m = std::max(m, x);
+          double sum = has_sink ? std::exp(sink - m) : 0.0;
+          for (std::size_t t = 0; t < keys.size(); ++t) {
+            const double p = std::exp(s[t] - m);
+            sum += p;
+            for (std::int64_t d = 0; d < d_n; ++d) {
+              o[d] +=
+                  p * v_val[static_cast<std::size_t>(((k0 + keys[t]) * kv_heads + kv_h) * d_n + d)];
+            }
+          }
+          for (std::int64_t d = 0; d < d_n; ++d) o[d] /= sum;
+          e.r.lse[lse_at] = m + std::log(sum);
+        }
+      }
+    }
+    return e;
+  }
+
+  Config config;
+  Variants variants;
+  std::unique_ptr<HostTensor> q, k, vv, out, lse, alibi, sinks, cu_seqlens_q, cu_seqlens_k,
+      seqused_k;
+  std::int64_t total_q = 0, total_k = 0, max_seqlen_q = 0, max_seqlen_k = 0;
+};
+
+// Rows that see no key: O exactly 0 and LSE exactly the expected value (-inf, or the sink's
+// logit with sinks), in every dtype.
+::testing::AssertionResult empty_rows_exact(const VariantProblem& problem, const Result& got,
+                                            const Expected& want, const std::string& what) {
+  const std::int64_t heads = problem.config.heads, d_n = problem.config.head_dim;
+  const bool varlen = problem.variants.varlen();
+  const std::int64_t rows = varlen ? problem.total_q : problem.config.seqlen_q;
+  const std::int64_t batch = varlen ? 1 : problem.config.batch;
+  for (std::int64_t b = 0; b < batch; ++b) {
+    for (std::int64_t h = 0; h < heads; ++h) {
+      for (std::int64_t i = 0; i < rows; ++i) {
+        const auto at = static_cast<std::size_t>((b * heads + h) * rows + i);
+        if (!want.empty[at]) continue;
+        if (!(got.lse[at] == want.r.lse[at])) {
+          return ::testing::AssertionFailure()
+                 << what << " [" << problem.to_string() << "]: row (b=" << b << ", h=" << h
+                 << ", s=" << i << ") sees no key: LSE = " << got.lse[at] << ", expected "
+                 << want.r.lse[at];
+        }
+        for (std::int64_t d = 0; d < d_n; ++d) {
+          const double o = got.o[static_cast<std::size_t>(((b * rows + i) * heads + h) * d_n + d)];
+          if (!(o == 0.0)) {
+            return ::testing::AssertionFailure()
+                   << what << " [" << problem.to_string() << "]: row (b=" << b << ", h=" << h
+                   << ", s=" << i << ") sees no key: O[" << d << "] = " << o << ", expected 0";
+          }
+        }
+      }
+    }
+  }
+  return ::testing::AssertionSuccess();
+}
+
+// Both CPU backends and the float32 baseline against brute force, with the dtype's tolerance;
+// rows without keys exactly. Returns the number of rows without keys (a test's premise).
+std::int64_t check_variants(VariantProblem& problem) {
+  const Expected want = problem.brute_force();
+  const Tolerance tol = dtype_tolerance(problem.config.dtype, want.r);
+  const Config rc = problem.result_config();
+  for (const char* backend : {"cpu-flash", "cpu-reference"}) {
+    const Result got = problem.run(backend);
+    EXPECT_TRUE(matches(rc, got, want.r, tol, std::string(backend) + problem.variants.to_string()));
+    EXPECT_TRUE(empty_rows_exact(problem, got, want, backend));
+  }
+  const Result base = problem.run_with(cpu::naive_forward<float>, "cpu naive<float>");
+  EXPECT_TRUE(matches(rc, base, want.r, tol, "cpu naive<float>" + problem.variants.to_string()));
+  EXPECT_TRUE(empty_rows_exact(problem, base, want, "cpu naive<float>"));
+  // The verifier's float64 reference (its own buffer layout: out's and lse's shapes, row-major)
+  // agrees with brute force to float64 rounding.
+  Result f64;
+  f64.o.assign(want.r.o.size(), 0.0);
+  f64.lse.assign(want.r.lse.size(), 0.0);
+  EXPECT_TRUE(cpu::reference_forward_f64(problem.params(), f64.o.data(), f64.lse.data()).ok());
+  Tolerance tight;
+  tight.o_abs = 1e-12 * (1 + max_abs(want.r.o));
+  tight.lse_abs = 1e-12;
+  tight.lse_rel = 1e-12;
+  EXPECT_TRUE(
+      matches(rc, f64, want.r, tight, "reference_forward_f64" + problem.variants.to_string()));
+  EXPECT_TRUE(empty_rows_exact(problem, f64, want, "reference_forward_f64"));
+  return static_cast<std::int64_t>(std::count(want.empty.begin(), want.empty.end(), true));
+}
+
+struct Lengths {
+  std::int64_t q, k;
+};
+
+// Sliding windows of every shape: the diagonal only, one side, both, wider than the sequence,
+// causal with a left window; seqlen_q below, equal to and above seqlen_k (tile tails, rows that
+// see nothing when the window passes every key).
+TEST(CpuVariants, SlidingWindow) {
+  struct Window {
+    std::int64_t left, right;
+    bool causal;
+  };
+  const Window windows[] = {{0, 0, false},   {3, 0, false},   {0, 5, false},       {17, 9, false},
+                            {64, -1, false}, {-1, 64, false}, {1000, 1000, false}, {-1, 0, false},
+                            {20, -1, true},  {70, 0, true},   {0, -1, true}};
+  int n = 0;
+  for (Lengths len : {Lengths{113, 203}, Lengths{203, 113}, Lengths{130, 130}}) {
+    for (const Window& w : windows) {
+      Config c;
+      c.heads = 4;
+      c.kv_heads = 2;
+      c.seqlen_q = len.q;
+      c.seqlen_k = len.k;
+      c.dtype = (n++ % 2) ? DType::kBF16 : DType::kFP32;
+      c.causal = w.causal;
+      Variants v;
+      v.window_left = w.left;
+      v.window_right = w.right;
+      VariantProblem problem(c, v);
+      SCOPED_TRACE(problem.to_string());
+      check_variants(problem);
+    }
+  }
+}
+
+// A window that passes every key of some rows: those rows see nothing (O = 0, LSE = -inf).
+TEST(CpuVariants, WindowRowsWithoutKeys) {
+  Config c;
+  c.seqlen_q = 203;
+  c.seqlen_k = 70;
+  Variants v;
+  v.window_left = 5;
+  v.window_right = 2;
+  VariantProblem problem(c, v);
+  SCOPED_TRACE(problem.to_string());
+  // Rows i < sq - sk - 2 end before key 0; every other row sees up to 8 keys.
+  EXPECT_EQ(check_variants(problem), c.heads * (203 - 70 - 2));
+}
+
+// Softcap from 1 (every score squashed into (-1, 1), nearly uniform rows) to 1e4 (about the
+// identity), with ordinary scores and scores up to ~1e4 (scale 400: softcap 30 saturates them
+// at 30, softcap 1e4 leaves them one-hot); causal and not, GQA.
+TEST(CpuVariants, Softcap) {
+  int n = 0;
+  for (float softcap : {1.0f, 5.0f, 30.0f, 1e4f}) {
+    for (std::optional<float> scale : {std::optional<float>(), std::optional<float>(400.0f)}) {
+      Config c;
+      c.heads = 6;
+      c.kv_heads = 2;
+      c.seqlen_q = 97;
+      c.seqlen_k = 203;
+      c.scale = scale;
+      c.dtype = std::array<DType, 3>{DType::kFP32, DType::kBF16, DType::kFP16}[n % 3];
+      c.causal = n++ % 2 == 1;
+      Variants v;
+      v.softcap = softcap;
+      VariantProblem problem(c, v);
+      SCOPED_TRACE(problem.to_string());
+      check_variants(problem);
+    }
+  }
+}
+
+// ALiBi slopes of one (heads) vector (BLOOM's 2^(-8 (h + 1) / heads), and large ones up to 8,
+// which make each row nearly one-hot at its diagonal) and of a (batch, heads) matrix.
+TEST(CpuVariants, Alibi) {
+  const std::vector<float> bloom = {0.5f, 0.25f, 0.125f, 0.0625f};
+  const std::vector<float> large = {8.0f, 2.0f, 0.75f, 0.01f};
+  int n = 0;
+  for (Lengths len : {Lengths{113, 203}, Lengths{203, 113}}) {
+    for (int slopes = 0; slopes < 3; ++slopes) {
+      Config c;
+      c.batch = 2;
+      c.heads = 4;
+      c.kv_heads = len.q > len.k ? 1 : 2;
+      c.seqlen_q = len.q;
+      c.seqlen_k = len.k;
+      c.dtype = (n % 2) ? DType::kBF16 : DType::kFP32;
+      c.causal = n++ % 3 == 1;
+      Variants v;
+      if (slopes == 0) v.alibi = bloom;
+      if (slopes == 1) v.alibi = large;
+      if (slopes == 2) {
+        v.alibi = bloom;
+        v.alibi.insert(v.alibi.end(), large.begin(), large.end());  // batch 1: the large ones
+        v.alibi_per_batch = true;
+      }
+      VariantProblem problem(c, v);
+      SCOPED_TRACE(problem.to_string());
+      check_variants(problem);
+    }
+  }
+}
+
+// Sinks: moderate logits (comparable to the rows' LSE, so they take a real share of the
+// softmax), and extreme ones (1e4 takes it all, -1e4 and -inf nothing). Causal with
+// seqlen_q > seqlen_k leaves rows without keys: there O = 0 and LSE = the sink exactly. Alone
+// (raw scores: the sink enters as sinks[h] / scale) and with softcap or ALiBi (natural units).
+TEST(CpuVariants, Sinks) {
+  const std::vector<float> moderate = {-2.0f, 6.0f, 8.0f, 10.0f};
+  const std::vector<float> extreme = {1e4f, -1e4f, 40.0f, -std::numeric_limits<float>::infinity()};
+  int n = 0;
+  for (const std::vector<float>& sinks : {moderate, extreme}) {
+    for (int with = 0; with < 3; ++with) {  // alone, with softcap, with ALiBi
+      for (bool causal : {false, true}) {
+        Config c;
+        c.heads = 4;
+        c.kv_heads = 2;
+        c.seqlen_q = 150;
+        c.seqlen_k = causal ? 97 : 203;
+        c.causal = causal;
+        c.dtype = std::array<DType, 3>{DType::kFP32, DType::kBF16, DType::kFP16}[n++ % 3];
+        Variants v;
+        v.sinks = sinks;
+        if (with == 1) v.softcap = 2.0f;
+        if (with == 2) v.alibi = {0.5f, 0.03f, 1.0f, 0.125f};
+        VariantProblem problem(c, v);
+        SCOPED_TRACE(problem.to_string());
+        const std::int64_t empty = check_variants(problem);
+        EXPECT_EQ(empty, causal ? c.heads * (150 - 97) : 0);
+      }
+    }
+  }
+}
+
+// A variable-length batch: odd lengths, tile multiples and tails, zero-length sequences (no
+// queries; no keys: every row without keys), seqlen_q > seqlen_k, seqused_k, every other variant
+// with it, and max_seqlen above the longest sequence.
+struct VarlenCase {
+  const char* name;
+  Variants v;
+  bool causal;
+};
+
+std::vector<VarlenCase> varlen_cases() {
+  const std::vector<std::int64_t> lens_q = {17, 0, 64, 65, 1, 130, 33};
+  const std::vector<std::int64_t> lens_k = {33, 5, 0, 64, 200, 129, 1};
+  std::vector<VarlenCase> cases;
+  auto add = [&](const char* name, bool causal, auto&& modify) {
+    Variants v;
+    v.lens_q = lens_q;
+    v.lens_k = lens_k;
+    modify(v);
+    cases.push_back({name, v, causal});
+  };
+  add("plain", false, [](Variants&) {});
+  add("causal", true, [](Variants&) {});
+  add("seqused_k", true, [](Variants& v) { v.seqused_k = {10, 5, 0, 64, 1, 0, 1}; });
+  add("max_seqlen_extra", false, [](Variants& v) { v.max_seqlen_extra = 70; });
+  add("window", false, [](Variants& v) {
+    v.window_left = 9;
+    v.window_right = 3;
+  });
+  add("causal_window", true, [](Variants& v) { v.window_left = 40; });
+  add("softcap", false, [](Variants& v) { v.softcap = 3.0f; });
+  add("alibi_batch", true, [](Variants& v) {
+    for (int b = 0; b < 7; ++b) {
+      for (float s : {0.5f, 8.0f, 0.0625f, 0.25f, 1.0f, 0.0f}) v.alibi.push_back(s / (1.0f + b));
+    }
+    v.alibi_per_batch = true;
+  });
+  add("sinks", true, [](Variants& v) { v.sinks = {6.0f, -1.0f, 9.0f, 1e4f, -1e4f, 7.5f}; });
+  add("everything", true, [](Variants& v) {
+    v.seqused_k = {30, 2, 0, 60, 150, 129, 0};
+    v.window_left = 50;
+    v.softcap = 4.0f;
+    v.alibi = {0.25f, 0.5f, 1.0f, 2.0f, 0.125f, 0.0625f};
+    v.sinks = {7.0f, 5.0f, 3.0f, 6.0f, -3.0f, 8.0f};
+    v.max_seqlen_extra = 1;
+  });
+  return cases;
+}
+
+// Each varlen case at 6 query heads on 2 kv heads (GQA), fp32 and bf16 (fp16 for one), and in
+// the padded-heads layout (strided packed tensors, padded LSE rows).
+TEST(CpuVariants, VarlenMatchesBruteForce) {
+  int n = 0;
+  for (const VarlenCase& vc : varlen_cases()) {
+    Config c;
+    c.heads = 6;
+    c.kv_heads = 2;
+    c.head_dim = 32;
+    c.causal = vc.causal;
+    c.dtype = std::array<DType, 3>{DType::kFP32, DType::kBF16, DType::kFP16}[n % 3];
+    c.layout = n++ % 2 ? Layout::kPaddedHeads : Layout::kContiguous;
+    VariantProblem problem(c, vc.v);
+    SCOPED_TRACE(std::string(vc.name) + ": " + problem.to_string());
+    const std::int64_t empty = check_variants(problem);
+    EXPECT_GT(empty, 0);  // sequence 2 has no keys
+  }
+}
+
+// A packed batch gives what each of its sequences gives alone (a dense batch of one with that
+// sequence's rows, its used keys, its ALiBi row), bit for bit on both backends: every work item
+// reads only its own sequence.
+TEST(CpuVariants, VarlenEqualsEachSequenceAlone) {
+  for (const VarlenCase& vc : varlen_cases()) {
+    Config c;
+    c.heads = 6;
+    c.kv_heads = 2;
+    c.head_dim = 32;
+    c.causal = vc.causal;
+    c.dtype = DType::kBF16;
+    VariantProblem packed(c, vc.v);
+    SCOPED_TRACE(std::string(vc.name) + ": " + packed.to_string());
+    const std::vector<double> q_all = packed.q->to_double(), k_all = packed.k->to_double(),
+                              v_all = packed.vv->to_double();
+    for (const char* backend : {"cpu-flash", "cpu-reference"}) {
+      const Result all = packed.run(backend);
+      std::int64_t q0 = 0, k0 = 0;
+      for (std::size_t b = 0; b < vc.v.lens_q.size(); ++b) {
+        Config one = c;
+        one.batch = 1;
+        one.seqlen_q = vc.v.lens_q[b];
+        one.seqlen_k = vc.v.seqused_k.empty() ? vc.v.lens_k[b] : vc.v.seqused_k[b];
+        Variants v1 = vc.v;
+        v1.lens_q.clear();
+        v1.lens_k.clear();
+        v1.seqused_k.clear();
+        if (vc.v.alibi_per_batch) {
+          v1.alibi.assign(vc.v.alibi.begin() + static_cast<std::ptrdiff_t>(b) * c.heads,
+                          vc.v.alibi.begin() + static_cast<std::ptrdiff_t>(b + 1) * c.heads);
+          v1.alibi_per_batch = false;
+        }
+        VariantProblem alone(one, v1);
+        const std::int64_t hd = c.heads * c.head_dim, kvd = c.kv_heads * c.head_dim;
+        alone.q->fill([&](std::int64_t i, const std::int64_t*) {
+          return static_cast<float>(q_all[static_cast<std::size_t>(q0 * hd + i)]);
+        });
+        alone.k->fill([&](std::int64_t i, const std::int64_t*) {
+          return static_cast<float>(k_all[static_cast<std::size_t>(k0 * kvd + i)]);
+        });
+        alone.vv->fill([&](std::int64_t i, const std::int64_t*) {
+          return static_cast<float>(v_all[static_cast<std::size_t>(k0 * kvd + i)]);
+        });
+        const Result seq = alone.run(backend);
+        bool same = true;
+        for (std::int64_t i = 0; i < one.seqlen_q * hd; ++i) {
+          same = same &&
+                 std::memcmp(&seq.o[static_cast<std::size_t>(i)],
+                             &all.o[static_cast<std::size_t>(q0 * hd + i)], sizeof(double)) == 0;
+        }
+        for (std::int64_t h = 0; h < c.heads; ++h) {
+          for (std::int64_t i = 0; i < one.seqlen_q; ++i) {
+            same =
+                same && std::memcmp(&seq.lse[static_cast<std::size_t>(h * one.seqlen_q + i)],
+                                    &all.lse[static_cast<std::size_t>(h * packed.total_q + q0 + i)],
+                                    sizeof(double)) == 0;
+          }
+        }
+        EXPECT_TRUE(same) << backend << ": sequence " << b << " differs from it run alone";
+        q0 += vc.v.lens_q[b];
+        k0 += vc.v.lens_k[b];
+      }
+    }
+  }
+}
+
+// Rows of q/out past cu_seqlens_q[batch] belong to no sequence and are never written (they keep
+// the poison); the rest matches brute force.
+TEST(CpuVariants, VarlenRowsPastTheLastSequenceUntouched) {
+  Config c;
+  c.heads = 2;
+  c.kv_heads = 1;
+  c.head_dim = 16;
+  Variants v;
+  v.lens_q = {5, 70};
+  v.lens_k = {9, 3};
+  v.sinks = {1.0f, 2.0f};
+  v.unused_q_rows = 6;
+  VariantProblem problem(c, v);
+  SCOPED_TRACE(problem.to_string());
+  const std::int64_t used = 75;
+  for (const char* backend : {"cpu-flash", "cpu-reference"}) {
+    const Result got = problem.run(backend);
+    std::int64_t untouched = 0;
+    for (std::int64_t row = used; row < problem.total_q; ++row) {
+      for (std::int64_t e = 0; e < c.heads * c.head_dim; ++e) {
+        untouched += std::isnan(got.o[static_cast<std::size_t>(row * c.heads * c.head_dim + e)]);
+      }
+      for (std::int64_t h = 0; h < c.heads; ++h) {
+        untouched += std::isnan(got.lse[static_cast<std::size_t>(h * problem.total_q + row)]);
+      }
+    }
+    EXPECT_EQ(untouched, 6 * c.heads * (c.head_dim + 1)) << backend;
+    std::int64_t written = 0;
+    for (double x : got.o) written += !std::isnan(x);
+    EXPECT_EQ(written, used * c.heads * c.head_dim) << backend;
   }
 }
 
