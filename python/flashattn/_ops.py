@@ -1,16 +1,26 @@
-"""The PyTorch operator torch.ops.flashattn.fwd, registered through torch.library when torch is
-importable.
+"""The PyTorch operators torch.ops.flashattn.fwd and torch.ops.flashattn.fwd_varlen, registered
+through torch.library when torch is importable.
 
-Schema: fwd(Tensor q, Tensor k, Tensor v, float? softmax_scale, bool causal, str backend)
-        -> (Tensor out, Tensor lse)
+Schemas:
+  fwd(Tensor q, Tensor k, Tensor v, float? softmax_scale, bool causal, int window_left,
+      int window_right, float softcap, Tensor? alibi_slopes, Tensor? sinks, str backend)
+      -> (Tensor out, Tensor lse)
+  fwd_varlen(Tensor q, Tensor k, Tensor v, Tensor cu_seqlens_q, Tensor cu_seqlens_k,
+             int max_seqlen_q, int max_seqlen_k, Tensor? seqused_k, float? softmax_scale,
+             bool causal, int window_left, int window_right, float softcap,
+             Tensor? alibi_slopes, Tensor? sinks, str backend) -> (Tensor out, Tensor lse)
+The fields are include/flashattn/params.h's: window_left / window_right -1 is unbounded, softcap
+0 is off; alibi_slopes float32 (heads) or (batch, heads), sinks float32 (heads); cu_seqlens_q /
+cu_seqlens_k int32 (batch + 1), seqused_k int32 (batch). No defaults: every argument is passed,
+so the schema reads the same on every torch version.
 
-- One implementation for CPU and CUDA tensors: it allocates out (q's shape and dtype, BSHD
-  contiguous) and the float32 LSE (batch, heads, seqlen_q) on q's device and calls the library,
-  on the caller's current CUDA stream for CUDA tensors.
-- The fake (meta) implementation returns empties of the same shapes, dtypes and strides, so
-  torch.compile(fullgraph=True) traces the op as one node and torch.library.opcheck passes.
-  Argument checks happen when the op runs (in the library), except q's rank, which the fake
-  needs to compute the LSE shape.
+- One implementation per op for CPU and CUDA tensors: it allocates out (q's shape and dtype,
+  contiguous) and the float32 LSE on q's device ((batch, heads, seqlen_q) dense, (heads, total_q)
+  varlen) and calls the library, on the caller's current CUDA stream for CUDA tensors.
+- The fake (meta) implementations return empties of the same shapes, dtypes and strides, so
+  torch.compile(fullgraph=True) traces each op as one node and torch.library.opcheck passes.
+  Argument checks happen when the op runs (in the library), except q's rank, which the fakes
+  need to compute the LSE shape.
 - There is no backward pass yet: the autograd formula raises when a gradient is requested.
 """
 # No `from __future__ import annotations` here: torch.library reads the schema from real
@@ -25,6 +35,7 @@ except ImportError:  # torch is optional: the NumPy/DLPack path works without it
     torch = None
 
 _Q_RANK_MESSAGE = "invalid_rank: q.rank = {}, expected 4 (batch, seqlen_q, heads, head_dim)"
+_Q_RANK_MESSAGE_VARLEN = "invalid_rank: q.rank = {}, expected 3 (total_q, heads, head_dim)"
 
 NO_BACKWARD_MESSAGE = (
     "flashattn has no backward pass yet (forward only): call flash_attn_func under "
@@ -37,30 +48,70 @@ def lse_shape(q_shape) -> Tuple[int, ...]:
     return (q_shape[0], q_shape[2], q_shape[1]) if len(q_shape) == 4 else (0,)
 
 
+def varlen_lse_shape(q_shape) -> Tuple[int, ...]:
+    """(heads, total_q) for a packed (total_q, heads, head_dim) q shape; (0,) as lse_shape."""
+    return (q_shape[1], q_shape[0]) if len(q_shape) == 3 else (0,)
+
+
 def torch_stream(t) -> int:
     """The cudaStream_t (as an int) of torch's current stream on t's device; 0 for CPU tensors."""
     return torch.cuda.current_stream(t.device).cuda_stream if t.is_cuda else 0
+
+
+def _detached(x):
+    """x.detach() (None stays None): older torch refuses DLPack export of tensors that require
+    grad (ALiBi slopes or sinks may be parameters); the op only reads them."""
+    return None if x is None else x.detach()
 
 
 if torch is not None:
 
     @torch.library.custom_op("flashattn::fwd", mutates_args=(), device_types=("cpu", "cuda"))
     def fwd(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, softmax_scale: Optional[float],
-            causal: bool, backend: str) -> Tuple[torch.Tensor, torch.Tensor]:
+            causal: bool, window_left: int, window_right: int, softcap: float,
+            alibi_slopes: Optional[torch.Tensor], sinks: Optional[torch.Tensor],
+            backend: str) -> Tuple[torch.Tensor, torch.Tensor]:
         """Attention forward: returns (out, lse). See flashattn.flash_attn_func."""
         out = q.new_empty(q.shape)
         lse = q.new_empty(lse_shape(q.shape), dtype=torch.float32)
-        stream = torch_stream(q)
-        # detach(): older torch refuses DLPack export of tensors that require grad; only read.
-        _C.forward(q.detach(), k.detach(), v.detach(), out, lse, softmax_scale, causal, backend,
-                   stream)
+        _C.forward(_detached(q), _detached(k), _detached(v), out, lse, softmax_scale, causal,
+                   window_left, window_right, softcap, _detached(alibi_slopes), _detached(sinks),
+                   None, None, None, 0, 0, backend, torch_stream(q))
         return out, lse
 
     @fwd.register_fake
-    def _fwd_fake(q, k, v, softmax_scale, causal, backend):
+    def _fwd_fake(q, k, v, softmax_scale, causal, window_left, window_right, softcap,
+                  alibi_slopes, sinks, backend):
         if q.dim() != 4:
             raise ValueError(_Q_RANK_MESSAGE.format(q.dim()))
         return q.new_empty(q.shape), q.new_empty(lse_shape(q.shape), dtype=torch.float32)
+
+    @torch.library.custom_op("flashattn::fwd_varlen", mutates_args=(),
+                             device_types=("cpu", "cuda"))
+    def fwd_varlen(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+                   cu_seqlens_q: torch.Tensor, cu_seqlens_k: torch.Tensor, max_seqlen_q: int,
+                   max_seqlen_k: int, seqused_k: Optional[torch.Tensor],
+                   softmax_scale: Optional[float], causal: bool, window_left: int,
+                   window_right: int, softcap: float, alibi_slopes: Optional[torch.Tensor],
+                   sinks: Optional[torch.Tensor],
+                   backend: str) -> Tuple[torch.Tensor, torch.Tensor]:
+        """Variable-length attention forward: returns (out (total_q, heads, head_dim),
+        lse (heads, total_q)). See flashattn.flash_attn_varlen_func."""
+        out = q.new_empty(q.shape)
+        lse = q.new_empty(varlen_lse_shape(q.shape), dtype=torch.float32)
+        _C.forward(_detached(q), _detached(k), _detached(v), out, lse, softmax_scale, causal,
+                   window_left, window_right, softcap, _detached(alibi_slopes), _detached(sinks),
+                   _detached(cu_seqlens_q), _detached(cu_seqlens_k), _detached(seqused_k),
+                   max_seqlen_q, max_seqlen_k, backend, torch_stream(q))
+        return out, lse
+
+    @fwd_varlen.register_fake
+    def _fwd_varlen_fake(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
+                         seqused_k, softmax_scale, causal, window_left, window_right, softcap,
+                         alibi_slopes, sinks, backend):
+        if q.dim() != 3:
+            raise ValueError(_Q_RANK_MESSAGE_VARLEN.format(q.dim()))
+        return q.new_empty(q.shape), q.new_empty(varlen_lse_shape(q.shape), dtype=torch.float32)
 
     def _setup_context(ctx, inputs, output):
         pass
@@ -69,5 +120,7 @@ if torch is not None:
         raise RuntimeError(NO_BACKWARD_MESSAGE)
 
     fwd.register_autograd(_backward, setup_context=_setup_context)
+    fwd_varlen.register_autograd(_backward, setup_context=_setup_context)
 else:
     fwd = None
+    fwd_varlen = None

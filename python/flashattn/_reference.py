@@ -1,9 +1,17 @@
-"""float64 attention references with the library's semantics, for tests and `bench --check`.
+"""float64 attention references with the library's semantics (include/flashattn/params.h), for
+tests and `bench --check`.
 
-Layout BSHD; GQA (query head h reads kv head h // (heads // kv_heads)); causal aligned
-bottom-right (query row i sees key j iff j <= i + seqlen_k - seqlen_q); a row that sees no key
-gives O = 0 and LSE = -inf. The NumPy and torch versions are the same computation, side by side so
-they stay the same.
+attention_numpy implements every variant, once: BSHD or packed varlen layout; GQA (query head h
+reads kv head h // (heads // kv_heads)); per sequence of seqlen_q queries and seqlen_k keys
+(diag = seqlen_k - seqlen_q, bottom-right):
+  S    = scale * Q K^T, then softcap * tanh(S / softcap) when softcap > 0;
+  bias = -alibi_slope[b, h] * |i + diag - j|;
+  mask: query i sees key j iff 0 <= j < seqlen_k and
+        i + diag - window_left <= j <= i + diag + window_right (a side at -1 is unbounded;
+        causal means window_right = 0, and a window_right > 0 with it is refused);
+  sinks: one logit per head that joins every row's softmax denominator and adds no value.
+A row that sees no key gives O = 0 and LSE = -inf (LSE = the sink's logit with sinks).
+attention_torch is the dense, causal-only problem in torch (the benchmark's check on the GPU).
 """
 from __future__ import annotations
 
@@ -17,40 +25,96 @@ def default_scale(head_dim: int) -> float:
     return 1.0 / math.sqrt(head_dim)
 
 
-def attention_numpy(q, k, v, softmax_scale: Optional[float] = None, causal: bool = False,
-                    compute_dtype=np.float64) -> Tuple[np.ndarray, np.ndarray]:
-    """(out (b, sq, h, d), lse (b, h, sq)) from NumPy-convertible BSHD arrays, every step in
-    `compute_dtype`: float64 for the reference, float32 for the tests' CPU baseline (the naive
-    algorithm as the C++ verifier's cpu::naive_forward<float> runs it)."""
+def attention_numpy(q, k, v, softmax_scale: Optional[float] = None, causal: bool = False, *,
+                    window_size: Tuple[int, int] = (-1, -1), softcap: float = 0.0,
+                    alibi_slopes=None, sinks=None, cu_seqlens_q=None, cu_seqlens_k=None,
+                    seqused_k=None, compute_dtype=np.float64) -> Tuple[np.ndarray, np.ndarray]:
+    """(out, lse) from NumPy-convertible arrays, every step in `compute_dtype`: float64 for the
+    reference, float32 for the tests' CPU baseline (the naive algorithm as the C++ verifier's
+    cpu::naive_forward<float> runs it).
+
+    Dense: q (b, sq, h, d), k, v (b, sk, hk, d) -> out (b, sq, h, d), lse (b, h, sq).
+    Varlen (cu_seqlens_q and cu_seqlens_k given): q (total_q, h, d), k, v (total_k, hk, d) ->
+    out (total_q, h, d), lse (h, total_q); sequence b is rows [cu_seqlens_q[b], cu_seqlens_q[b + 1])
+    of q and the first seqused_k[b] (default: all) of rows [cu_seqlens_k[b], cu_seqlens_k[b + 1])
+    of k and v. Rows of q in no sequence are not defined by params.h: NaN here.
+    softcap, alibi_slopes ((h) or (b, h)) and sinks ((h)) are taken as the float32 values the
+    library reads."""
     ct = np.dtype(compute_dtype).type
     q, k, v = (np.asarray(x, dtype=ct) for x in (q, k, v))
+    softcap = ct(np.float32(softcap))
+    slopes = None if alibi_slopes is None else np.asarray(alibi_slopes, np.float32).astype(ct)
+    sinks = None if sinks is None else np.asarray(sinks, np.float32).astype(ct)
+    scale = ct(default_scale(q.shape[-1]) if softmax_scale is None else softmax_scale)
+    left, right = window_size
+    if causal:  # the diagonal is the right edge; params.h refuses a wider one, as the library
+        if right > 0:
+            raise ValueError(f"window_right = {right} with causal: expected -1 or 0")
+        right = 0
+    variant = dict(scale=scale, left=left, right=right, softcap=softcap, sinks=sinks)
+    if cu_seqlens_q is None and cu_seqlens_k is None:
+        return _dense(q, k, v, slopes=slopes, **variant)
+
+    cq, ck = (np.asarray(c, np.int64) for c in (cu_seqlens_q, cu_seqlens_k))
+    total_q, h, d = q.shape
+    out = np.full((total_q, h, d), np.nan, dtype=ct)
+    lse = np.full((h, total_q), np.nan, dtype=ct)
+    for b in range(len(cq) - 1):
+        used = ck[b + 1] - ck[b] if seqused_k is None else int(seqused_k[b])
+        rows = slice(cq[b], cq[b + 1])
+        keys = slice(ck[b], ck[b] + used)
+        slope_b = None if slopes is None else (slopes[b] if slopes.ndim == 2 else slopes)
+        o_b, lse_b = _dense(q[None, rows], k[None, keys], v[None, keys], slopes=slope_b, **variant)
+        out[rows], lse[:, rows] = o_b[0], lse_b[0]
+    return out, lse
+
+
+def _dense(q, k, v, scale, left, right, softcap, slopes, sinks):
+    """The dense problem, q (b, sq, h, d), k, v (b, sk, hk, d), in q's dtype; slopes (h) or
+    (b, h), sinks (h) or None."""
+    ct = q.dtype.type
     b, sq, h, d = q.shape
     sk, hk = k.shape[1], k.shape[2]
-    scale = ct(default_scale(d) if softmax_scale is None else softmax_scale)
     # (b, h, s, d) views; matmul, not einsum, so that BLAS does the work
     qh = q.transpose(0, 2, 1, 3)
     kh = np.repeat(k, h // hk, axis=2).transpose(0, 2, 1, 3)
     vh = np.repeat(v, h // hk, axis=2).transpose(0, 2, 1, 3)
-    s = (qh @ kh.swapaxes(-1, -2)) * scale
-    if causal:
-        i = np.arange(sq)[:, None]
-        j = np.arange(sk)[None, :]
-        s = np.where(j > i + (sk - sq), ct(-np.inf), s)
+    s = (qh @ kh.swapaxes(-1, -2)) * scale  # (b, h, sq, sk)
+    if softcap > 0:
+        s = softcap * np.tanh(s / softcap)
+    i = np.arange(sq)[:, None]
+    j = np.arange(sk)[None, :]
+    diag = sk - sq
+    if slopes is not None:
+        slope = slopes.reshape((1, h, 1, 1) if slopes.ndim == 1 else (b, h, 1, 1))
+        s = s - slope * np.abs(i + diag - j).astype(ct)
+    visible = np.ones((sq, sk), dtype=bool)
+    if left >= 0:
+        visible &= j >= i + diag - left
+    if right >= 0:
+        visible &= j <= i + diag + right
+    s = np.where(visible, s, ct(-np.inf))
     row_max = np.max(s, axis=-1, keepdims=True, initial=ct(-np.inf))
+    if sinks is not None:  # the sink is one more logit: finite, so every row has a finite max
+        sink = sinks.reshape(1, h, 1, 1)
+        row_max = np.maximum(row_max, sink)
     row_max = np.where(np.isfinite(row_max), row_max, ct(0))  # rows without keys
     p = np.exp(s - row_max)
     row_sum = p.sum(axis=-1, keepdims=True, dtype=ct)
-    has_keys = row_sum > 0
-    out = ((p / np.where(has_keys, row_sum, ct(1))) @ vh).transpose(0, 2, 1, 3)
+    if sinks is not None:
+        row_sum = row_sum + np.exp(sink - row_max)
+    has_mass = row_sum > 0
+    out = ((p / np.where(has_mass, row_sum, ct(1))) @ vh).transpose(0, 2, 1, 3)
     with np.errstate(divide="ignore"):
-        lse = np.where(has_keys, row_max + np.log(row_sum), ct(-np.inf))[..., 0]
+        lse = np.where(has_mass, row_max + np.log(row_sum), ct(-np.inf))[..., 0]
     return out, lse
 
 
 def attention_torch(q, k, v, softmax_scale: Optional[float] = None, causal: bool = False,
                     head_chunk: int = 4):
-    """float64 (out, lse) computed with torch on q's device, `head_chunk` query heads at a time
-    (S in float64 is 8 * seqlen_q * seqlen_k bytes per head)."""
+    """float64 (out, lse) of the dense problem (causal or not; no other variant) computed with
+    torch on q's device, `head_chunk` query heads at a time (S in float64 is 8 * seqlen_q *
+    seqlen_k bytes per head). The same computation as attention_numpy's dense path."""
     import torch
 
     b, sq, h, d = q.shape

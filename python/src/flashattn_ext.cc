@@ -3,7 +3,9 @@
 // uint16 view); this file only turns them into TensorViews, runs flashattn::forward with the
 // GIL released, and maps a failed Status to a Python exception. Every argument check beyond "is
 // this an array of a dtype and device the library knows" is the library's, so Python users get
-// the same messages as C++ callers.
+// the same messages as C++ callers; the exceptions are what the library cannot see once the
+// views are made: a rank-0 lse or side array (a rank-0 view means "not given") and a softcap
+// that float32 cannot hold.
 //
 // Exception mapping (StatusCode -> Python):
 //   invalid_rank, invalid_shape, invalid_stride, misaligned, unsupported_head_dim, invalid_scale,
@@ -19,7 +21,9 @@
 #include <nanobind/stl/tuple.h>
 #include <nanobind/stl/vector.h>
 
+#include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -79,12 +83,20 @@ std::string dlpack_dtype_name(nb::dlpack::dtype dt) {
   return name;
 }
 
-// `expected` ends the message for a dtype the library has no DType for: kAttentionDtypes for
-// q, k, v and out, kLseDtype for lse (the library itself reports an fp16 or bf16 lse).
-constexpr const char* kAttentionDtypes = " is not supported, expected bfloat16, float16 or float32";
-constexpr const char* kLseDtype = ", expected float32";
+// What an array may hold, and how the message for a dtype the library has no DType for ends:
+// q, k, v and out take the value dtypes; lse and the side inputs (alibi_slopes, sinks: float32;
+// cu_seqlens_q, cu_seqlens_k, seqused_k: int32) take every DType, and the library reports one of
+// the wrong kind ("lse.dtype = fp16, expected fp32").
+struct DtypeRule {
+  bool int32_ok;
+  const char* expected;
+};
+constexpr DtypeRule kAttentionDtypes = {false,
+                                        " is not supported, expected bfloat16, float16 or float32"};
+constexpr DtypeRule kFloat32 = {true, ", expected float32"};
+constexpr DtypeRule kInt32 = {true, ", expected int32"};
 
-DType to_dtype(nb::dlpack::dtype dt, const char* name, const char* expected) {
+DType to_dtype(nb::dlpack::dtype dt, const char* name, DtypeRule rule) {
   if (dt.lanes == 1 && dt.bits == 16 && dt.code == uint8_t(nb::dlpack::dtype_code::Bfloat)) {
     return DType::kBF16;
   }
@@ -94,8 +106,12 @@ DType to_dtype(nb::dlpack::dtype dt, const char* name, const char* expected) {
   if (dt.lanes == 1 && dt.bits == 32 && dt.code == uint8_t(nb::dlpack::dtype_code::Float)) {
     return DType::kFP32;
   }
+  if (rule.int32_ok && dt.lanes == 1 && dt.bits == 32 &&
+      dt.code == uint8_t(nb::dlpack::dtype_code::Int)) {
+    return DType::kInt32;
+  }
   raise_status(Status(StatusCode::kInvalidDtype,
-                      std::string(name) + ".dtype = " + dlpack_dtype_name(dt) + expected));
+                      std::string(name) + ".dtype = " + dlpack_dtype_name(dt) + rule.expected));
 }
 
 Device to_device(int device_type, int device_id, const char* name) {
@@ -162,10 +178,10 @@ bool import_array(nb::handle obj, Array* a, bool* bf16_bits) {
 }
 
 template <typename Array>
-TensorView to_view(const Array& a, const char* name, bool bf16_bits, const char* expected_dtypes) {
+TensorView to_view(const Array& a, const char* name, bool bf16_bits, DtypeRule dtypes) {
   TensorView t;
   t.data = const_cast<void*>(static_cast<const void*>(a.data()));
-  t.dtype = bf16_bits ? DType::kBF16 : to_dtype(a.dtype(), name, expected_dtypes);
+  t.dtype = bf16_bits ? DType::kBF16 : to_dtype(a.dtype(), name, dtypes);
   t.device = to_device(a.device_type(), a.device_id(), name);
   // A rank above kMaxRank keeps its rank but no sizes (all 0): validate() checks every rank
   // (step 1) before it reads a size, so the library reports it with its own message.
@@ -196,9 +212,10 @@ TensorView to_view(const Array& a, const char* name, bool bf16_bits, const char*
           .c_str());
 }
 
-// q, k, v: any DLPack array, read-only is fine. `keep` holds the imported array (and with it the
-// producer's buffer) alive until the call returns.
-TensorView input_view(nb::handle obj, const char* name, std::vector<InputArray>* keep) {
+// q, k, v and the side inputs: any DLPack array, read-only is fine. `keep` holds the imported
+// array (and with it the producer's buffer) alive until the call returns.
+TensorView input_view(nb::handle obj, const char* name, std::vector<InputArray>* keep,
+                      DtypeRule dtypes = kAttentionDtypes) {
   InputArray a;
   bool bf16_bits = false;
   if (!import_array(obj, &a, &bf16_bits)) {
@@ -207,12 +224,40 @@ TensorView input_view(nb::handle obj, const char* name, std::vector<InputArray>*
                        "cupy.ndarray, jax.Array, ...)");
   }
   keep->push_back(a);
-  return to_view(a, name, bf16_bits, kAttentionDtypes);
+  return to_view(a, name, bf16_bits, dtypes);
+}
+
+// An optional side input (alibi_slopes, sinks, cu_seqlens_q, cu_seqlens_k, seqused_k): None is
+// "not given". A rank-0 array is refused here: the library reads a rank-0 view as "not given",
+// which would silently drop the option.
+TensorView side_view(nb::handle obj, const char* name, DtypeRule dtypes, const char* ranks,
+                     std::vector<InputArray>* keep) {
+  if (obj.is_none()) return TensorView{};
+  TensorView t = input_view(obj, name, keep, dtypes);
+  if (t.rank == 0) {
+    raise_status(Status(StatusCode::kInvalidRank,
+                        std::string(name) + ".rank = 0, expected " + ranks));
+  }
+  return t;
+}
+
+// softcap arrives as a double and the library reads a float: a finite value that float cannot
+// hold would turn into inf (reported as "softcap = inf") or into 0 (silently "off").
+float softcap_as_float(double softcap) {
+  const float f = static_cast<float>(softcap);
+  if (std::isfinite(softcap) && (!std::isfinite(f) || (softcap > 0.0 && f == 0.0f))) {
+    char text[160];
+    std::snprintf(text, sizeof(text),
+                  "softcap = %g %s in float32, expected a finite value >= 0 (0 is off)", softcap,
+                  std::isfinite(f) ? "rounds to 0 (off)" : "is beyond the range");
+    raise_status(Status(StatusCode::kInvalidArgument, text));
+  }
+  return f;
 }
 
 // out, lse: writable DLPack arrays, taken as they are: an implicitly converted copy would be
 // written and thrown away.
-TensorView output_view(nb::handle obj, const char* name, const char* expected_dtypes,
+TensorView output_view(nb::handle obj, const char* name, DtypeRule dtypes,
                        std::vector<OutputArray>* keep) {
   OutputArray a;
   bool bf16_bits = false;
@@ -225,13 +270,20 @@ TensorView output_view(nb::handle obj, const char* name, const char* expected_dt
     raise_not_an_array(obj, name, "a writable array that supports DLPack");
   }
   keep->push_back(a);
-  return to_view(a, name, bf16_bits, expected_dtypes);
+  return to_view(a, name, bf16_bits, dtypes);
 }
 
-// forward(q, k, v, out, lse, softmax_scale, causal, backend, stream): writes out (and lse) in
-// place. stream is a cudaStream_t as an integer (0: the default stream); ignored on the CPU.
+// forward(q, k, v, out, lse, softmax_scale, causal, window_left, window_right, softcap,
+//         alibi_slopes, sinks, cu_seqlens_q, cu_seqlens_k, seqused_k, max_seqlen_q, max_seqlen_k,
+//         backend, stream): writes out (and lse) in place. The side inputs are arrays or None;
+// max_seqlen_q / max_seqlen_k are read only with cu_seqlens (0 otherwise). stream is a
+// cudaStream_t as an integer (0: the default stream); ignored on the CPU. The Python layer
+// (flashattn/_api.py) checks the options' types; the library checks every value.
 void forward(nb::handle q, nb::handle k, nb::handle v, nb::handle out, nb::handle lse,
-             std::optional<double> softmax_scale, bool causal, const std::string& backend,
+             std::optional<double> softmax_scale, bool causal, std::int64_t window_left,
+             std::int64_t window_right, double softcap, nb::handle alibi_slopes, nb::handle sinks,
+             nb::handle cu_seqlens_q, nb::handle cu_seqlens_k, nb::handle seqused_k,
+             std::int64_t max_seqlen_q, std::int64_t max_seqlen_k, const std::string& backend,
              std::uintptr_t stream) {
   std::vector<InputArray> inputs;
   std::vector<OutputArray> outputs;
@@ -240,15 +292,28 @@ void forward(nb::handle q, nb::handle k, nb::handle v, nb::handle out, nb::handl
   p.k = input_view(k, "k", &inputs);
   p.v = input_view(v, "v", &inputs);
   p.out = output_view(out, "out", kAttentionDtypes, &outputs);
+  const bool varlen = !cu_seqlens_q.is_none() || !cu_seqlens_k.is_none();
   if (!lse.is_none()) {
-    p.lse = output_view(lse, "lse", kLseDtype, &outputs);
+    p.lse = output_view(lse, "lse", kFloat32, &outputs);
     if (p.lse.rank == 0) {  // a rank-0 view reads as "no LSE" to the library
-      raise_status(
-          Status(StatusCode::kInvalidRank, "lse.rank = 0, expected 3 (batch, heads, seqlen_q)"));
+      raise_status(Status(StatusCode::kInvalidRank,
+                          varlen ? "lse.rank = 0, expected 2 (heads, total_q)"
+                                 : "lse.rank = 0, expected 3 (batch, heads, seqlen_q)"));
     }
   }
   if (softmax_scale.has_value()) p.softmax_scale = static_cast<float>(*softmax_scale);
   p.causal = causal;
+  p.window_left = window_left;
+  p.window_right = window_right;
+  p.softcap = softcap_as_float(softcap);
+  p.alibi_slopes =
+      side_view(alibi_slopes, "alibi_slopes", kFloat32, "1 (heads) or 2 (batch, heads)", &inputs);
+  p.sinks = side_view(sinks, "sinks", kFloat32, "1 (heads)", &inputs);
+  p.cu_seqlens_q = side_view(cu_seqlens_q, "cu_seqlens_q", kInt32, "1 (batch + 1)", &inputs);
+  p.cu_seqlens_k = side_view(cu_seqlens_k, "cu_seqlens_k", kInt32, "1 (batch + 1)", &inputs);
+  p.seqused_k = side_view(seqused_k, "seqused_k", kInt32, "1 (batch)", &inputs);
+  p.max_seqlen_q = max_seqlen_q;
+  p.max_seqlen_k = max_seqlen_k;
 
   Status st;
   {
@@ -278,10 +343,14 @@ NB_MODULE(_C, m) {
   // naming the argument, not nanobind's "incompatible function arguments" listing.
   m.def("forward", &forward, nb::arg("q").none(), nb::arg("k").none(), nb::arg("v").none(),
         nb::arg("out").none(), nb::arg("lse").none(), nb::arg("softmax_scale").none(),
-        nb::arg("causal"), nb::arg("backend"), nb::arg("stream"),
-        "Attention forward into caller-provided arrays (BSHD; lse (batch, heads, seqlen_q) "
-        "float32 or None). Raises ValueError / TypeError / RuntimeError with the library's "
-        "message.");
+        nb::arg("causal"), nb::arg("window_left"), nb::arg("window_right"), nb::arg("softcap"),
+        nb::arg("alibi_slopes").none(), nb::arg("sinks").none(), nb::arg("cu_seqlens_q").none(),
+        nb::arg("cu_seqlens_k").none(), nb::arg("seqused_k").none(), nb::arg("max_seqlen_q"),
+        nb::arg("max_seqlen_k"), nb::arg("backend"), nb::arg("stream"),
+        "Attention forward into caller-provided arrays (BSHD, or packed (total, heads, head_dim) "
+        "with cu_seqlens; lse float32 (batch, heads, seqlen_q) / (heads, total_q) or None; the "
+        "side inputs arrays or None). Raises ValueError / TypeError / RuntimeError with the "
+        "library's message.");
   m.def("list_backends", &list_backends,
         "Every backend built in: (name, description, device, usable, why_not).");
 }

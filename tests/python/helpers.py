@@ -53,3 +53,58 @@ def padded_heads(x: np.ndarray, pad_value=np.nan) -> np.ndarray:
 def cpu_backends() -> list:
     """The CPU backends usable here (cpu-reference, cpu-flash, ...)."""
     return [b.name for b in flashattn.list_backends() if b.device == "cpu" and b.usable]
+
+
+# ---- the variants (window, softcap, ALiBi, sinks, varlen) ----
+
+try:
+    import ml_dtypes
+except ImportError:  # bf16 NumPy arrays need it; its tests skip without it
+    ml_dtypes = None
+
+VARIANT_DTYPES = ["bf16", "fp16", "fp32"]
+
+
+def numpy_dtype(name: str) -> np.dtype:
+    """The NumPy dtype of a test dtype name; bf16 is ml_dtypes' bfloat16 (skips without it)."""
+    if name == "bf16":
+        if ml_dtypes is None:
+            import pytest
+            pytest.skip("ml_dtypes is not installed (NumPy bfloat16)")
+        return np.dtype(ml_dtypes.bfloat16)
+    return np.dtype(NUMPY_DTYPES[name])
+
+
+def as_float64(x) -> np.ndarray:
+    """Any NumPy array (ml_dtypes' bfloat16 too) as float64."""
+    return np.asarray(x).astype(np.float64)
+
+
+def cu_seqlens(lengths) -> np.ndarray:
+    """int32 offsets (batch + 1) of sequences of these lengths, starting at 0."""
+    return np.concatenate([[0], np.cumsum(lengths)]).astype(np.int32)
+
+
+def varlen_inputs(seqlens_q, seqlens_k, heads, kv_heads, head_dim, dtype, seed, extra_k=0):
+    """Packed q (total_q, heads, d), k, v (total_k + extra_k, kv_heads, d) and the offsets; the
+    extra_k rows after the last sequence hold NaN (a backend that reads them shows up)."""
+    rng = np.random.default_rng(seed)
+    total_q, total_k = int(sum(seqlens_q)), int(sum(seqlens_k))
+    q = randn((total_q, heads, head_dim), dtype, rng)
+    k = randn((total_k + extra_k, kv_heads, head_dim), dtype, rng)
+    v = randn((total_k + extra_k, kv_heads, head_dim), dtype, rng)
+    k[total_k:] = np.nan
+    v[total_k:] = np.nan
+    return q, k, v, cu_seqlens(seqlens_q), cu_seqlens(seqlens_k)
+
+
+def bloom_slopes(heads: int) -> np.ndarray:
+    """ALiBi's slopes (BLOOM, MPT): 2^(-8 h / heads) for h = 1..heads, float32 (heads)."""
+    return (2.0 ** (-8.0 * np.arange(1, heads + 1) / heads)).astype(np.float32)
+
+
+def aligned_copy(x: np.ndarray) -> np.ndarray:
+    """A contiguous, 64-byte aligned copy of x (the library needs 16-byte aligned data)."""
+    y = aligned_empty(x.shape, x.dtype)
+    y[...] = x
+    return y

@@ -1,13 +1,18 @@
 """CUDA tensors through the Python package: every CUDA backend against the float64 reference with
 the naive backend in the test dtype as the baseline (docs/testing.md), the caller's current
-stream, CUDA graph capture and replay, torch.compile on CUDA, CPU/CUDA mixes, a second device.
+stream, CUDA graph capture and replay, torch.compile on CUDA, CPU/CUDA mixes, a second device;
+the variants (window, softcap, ALiBi, sinks, varlen) on every CUDA backend, which must match
+the reference or refuse them ("unsupported: ... does not implement ..."), never ignore them.
 Skipped with a reason without a CUDA device (and without torch, which allocates the memory)."""
+import functools
+import re
+
 import numpy as np
 import pytest
 
 import flashattn
 from flashattn._reference import attention_numpy
-from tolerance import check_attention
+from tolerance import check_attention, naive_float32
 
 try:
     import torch
@@ -193,7 +198,8 @@ def test_compile_fullgraph_cuda(mode):
 
 def test_opcheck_cuda():
     q, k, v = make_inputs(2, 65, 130, 6, 2, 64, "bf16", seed=13)
-    torch.library.opcheck(torch.ops.flashattn.fwd.default, (q, k, v, None, True, "auto"))
+    torch.library.opcheck(torch.ops.flashattn.fwd.default,
+                          (q, k, v, None, True, -1, -1, 0.0, None, None, "auto"))
 
 
 # ---- devices ----
@@ -237,3 +243,177 @@ def test_cupy_arrays():
     flashattn.forward(qc, kc, vc, out_c)  # CuPy's current stream
     cupy.cuda.get_current_stream().synchronize()
     assert np.array_equal(cupy.asnumpy(out_c), out.cpu().numpy())
+
+
+# ---- the variants: each CUDA backend matches the reference or refuses, never ignores ----
+
+# The variant each option is (the registry's words in "does not implement ...").
+VARIANT_WORDS = {"window_size": "sliding window", "softcap": "softcap",
+                 "alibi_slopes": "ALiBi", "sinks": "sinks", "cu_seqlens_q": "variable length"}
+
+
+def refused_or_raise(error, backend, options):
+    """Passes when `error` is a backend's refusal of a variant these options use (for "auto":
+    no CUDA backend implements one of them); re-raises anything else."""
+    message = str(error)
+    used = [VARIANT_WORDS[name] for name in options if name in VARIANT_WORDS]
+    refusal = re.search(r'backend "[^"]+" does not implement (.+?)(;|$)', message)
+    explicit = message.startswith("unsupported: ") and backend != "auto"
+    auto = backend == "auto" and message.startswith(
+        'backend_unavailable: backend = "auto" found no usable backend for cuda tensors')
+    if not (refusal and (explicit or auto)):
+        raise error
+    assert any(word in refusal.group(1) for word in used), (message, used)
+
+
+# (id, (batch, seqlen_q, seqlen_k, heads, kv_heads, head_dim), options): side inputs by name
+GPU_VARIANTS = [
+    ("window", (2, 257, 513, 8, 2, 128), {"window_size": (64, 16)}),
+    ("window_causal_rows_without_keys", (1, 513, 257, 4, 1, 64),
+     {"window_size": (32, -1), "causal": True}),
+    ("softcap", (2, 257, 513, 8, 2, 128), {"softcap": 30.0, "softmax_scale": 0.5}),
+    ("alibi_heads", (2, 257, 513, 8, 2, 128), {"alibi_slopes": "heads", "causal": True}),
+    ("alibi_batch_heads", (2, 257, 513, 8, 2, 64), {"alibi_slopes": "batch_heads"}),
+    ("sinks", (1, 513, 257, 4, 2, 128), {"sinks": "normal", "causal": True}),
+    ("all", (2, 333, 555, 8, 2, 128), {"window_size": (100, 0), "causal": True, "softcap": 10.0,
+                                      "alibi_slopes": "batch_heads", "sinks": "normal"}),
+]
+VARLEN_LENS = ([17, 0, 300, 1, 129], [40, 0, 300, 7, 1])
+GPU_VARLEN = [
+    ("varlen_causal_seqused_k", {"causal": True, "seqused_k": [30, 0, 200, 7, 0]}),
+    ("varlen_all", {"window_size": (64, -1), "causal": True, "softcap": 8.0,
+                    "alibi_slopes": "batch_heads", "sinks": "normal",
+                    "seqused_k": [40, 0, 250, 3, 1]}),
+]
+
+
+def gpu_side_inputs(options, batch, heads, seed):
+    rng = np.random.default_rng(seed)
+    options = dict(options)
+    if options.get("alibi_slopes") == "heads":
+        options["alibi_slopes"] = (2.0 ** (-8.0 * np.arange(1, heads + 1) / heads))
+    elif options.get("alibi_slopes") == "batch_heads":
+        options["alibi_slopes"] = rng.uniform(0, 1, (batch, heads))
+    if options.get("sinks") == "normal":
+        options["sinks"] = rng.normal(0, 2, heads)
+    for name in ("alibi_slopes", "sinks"):
+        if name in options:
+            options[name] = np.asarray(options[name], np.float32)
+    if "seqused_k" in options:
+        options["seqused_k"] = np.asarray(options["seqused_k"], np.int32)
+    return options
+
+
+@functools.lru_cache(maxsize=None)
+def variant_case(name, dtype):
+    """CPU inputs (rounded to dtype, as float64), options (NumPy side inputs) and the float64
+    reference and float32 CPU baseline, once per (case, dtype) for every backend."""
+    seed = sum(map(ord, name + dtype))
+    if name.startswith("varlen"):
+        options = dict(next(c for c in GPU_VARLEN if c[0] == name)[1])
+        lens_q, lens_k = VARLEN_LENS
+        g = torch.Generator().manual_seed(seed)
+        q, k, v = (torch.randn(shape, generator=g) + 0.5
+                   for shape in ((sum(lens_q), 8, 128), (sum(lens_k), 2, 128),
+                                 (sum(lens_k), 2, 128)))
+        options = gpu_side_inputs(options, len(lens_q), 8, seed)
+        options["cu_seqlens_q"] = np.concatenate([[0], np.cumsum(lens_q)]).astype(np.int32)
+        options["cu_seqlens_k"] = np.concatenate([[0], np.cumsum(lens_k)]).astype(np.int32)
+    else:
+        shape, options = next(c[1:] for c in GPU_VARIANTS if c[0] == name)
+        q, k, v = make_inputs(*shape, dtype="fp32", seed=seed, device="cpu")
+        options = gpu_side_inputs(options, shape[0], shape[3], seed)
+    q, k, v = (x.to(getattr(torch, DTYPES[dtype])) for x in (q, k, v))
+    qn, kn, vn = (as_numpy64(x) for x in (q, k, v))
+    scale, causal = options.get("softmax_scale"), options.get("causal", False)
+    ref_options = {n: x for n, x in options.items() if n not in ("softmax_scale", "causal")}
+    ref = attention_numpy(qn, kn, vn, scale, causal, **ref_options)
+    base = naive_float32(qn, kn, vn, scale, causal, dtype, **ref_options)
+    return (q, k, v), options, ref, base
+
+
+def run_variant_poisoned(q, k, v, options, backend):
+    """forward() into NaN-poisoned outputs with the options (side inputs as CUDA tensors)."""
+    kwargs = {n: (torch.from_numpy(x).cuda() if isinstance(x, np.ndarray) else x)
+              for n, x in options.items()}
+    if "cu_seqlens_q" in kwargs:
+        kwargs["max_seqlen_q"] = int(np.diff(options["cu_seqlens_q"]).max())
+        kwargs["max_seqlen_k"] = int(np.diff(options["cu_seqlens_k"]).max())
+        lse = torch.full((q.shape[1], q.shape[0]), float("nan"), device=q.device)
+    else:
+        lse = torch.full((q.shape[0], q.shape[2], q.shape[1]), float("nan"), device=q.device)
+    out = torch.full_like(q, float("nan"), memory_format=torch.contiguous_format)
+    flashattn.forward(q, k, v, out, lse, backend=backend, **kwargs)
+    return out, lse
+
+
+@pytest.mark.parametrize("backend", cuda_backend_names())
+@pytest.mark.parametrize("dtype", list(DTYPES))
+@pytest.mark.parametrize("name", [c[0] for c in GPU_VARIANTS + GPU_VARLEN])
+def test_variant_matches_reference_or_is_refused(name, dtype, backend):
+    info = {b.name: b for b in flashattn.list_backends()}
+    if backend in info and not info[backend].usable:
+        pytest.skip(f"{backend}: {info[backend].why_not}")
+    (q, k, v), options, ref, base = variant_case(name, dtype)
+    q, k, v = (x.cuda() for x in (q, k, v))
+    try:
+        out, lse = run_variant_poisoned(q, k, v, options, backend)
+    except RuntimeError as e:
+        refused_or_raise(e, backend, options)
+        return
+    try:  # the GPU naive backend as the baseline where it implements the variants
+        base = tuple(as_numpy64(x) for x in run_variant_poisoned(q, k, v, options, "naive"))
+    except RuntimeError as e:
+        refused_or_raise(e, "naive", options)  # else the float32 CPU naive baseline
+    results = [as_numpy64(out), as_numpy64(lse), *ref, *base]
+    if "cu_seqlens_q" in options:
+        results = [x[None] for x in results]
+    check_attention(*results, dtype, context=f"{name} {backend} {dtype}")
+    if "sinks" in options:  # no NaN poison left, and rows without keys hold the sink
+        assert not torch.isnan(lse).any()
+
+
+@pytest.mark.parametrize("backend", cuda_backend_names())
+def test_variants_through_flash_attn_func_and_compile(backend):
+    """flash_attn_func / flash_attn_varlen_func with the variants on CUDA tensors, eager and
+    under torch.compile(fullgraph=True): the same outputs, or the same refusal."""
+    torch._dynamo.reset()
+    q, k, v = make_inputs(2, 256, 384, 8, 2, 64, "bf16", seed=16)
+    sinks = torch.randn(8, device="cuda")
+
+    def block(q, k, v, sinks):
+        return flashattn.flash_attn_func(q, k, v, causal=True, window_size=(64, 0), softcap=20.0,
+                                         sinks=sinks, backend=backend)
+
+    def varlen(q, k, v, cq, ck):
+        return flashattn.flash_attn_varlen_func(q, k, v, cq, ck, 300, 300, causal=True,
+                                                window_size=(32, -1), backend=backend)
+
+    cu = torch.tensor([0, 100, 100, 400], dtype=torch.int32, device="cuda")
+    qv, kv, vv = (x.reshape(-1, *x.shape[2:])[:400] for x in (q, k, v))
+    for fn, args, options in (
+            (block, (q, k, v, sinks), {"window_size": 1, "softcap": 1, "sinks": 1}),
+            (varlen, (qv, kv, vv, cu, cu), {"window_size": 1, "cu_seqlens_q": 1})):
+        try:
+            expected = fn(*args)
+        except RuntimeError as e:
+            refused_or_raise(e, backend, options)
+            continue
+        got = torch.compile(fn, fullgraph=True)(*args)
+        torch.cuda.synchronize()
+        assert torch.equal(got, expected)
+
+
+def test_refusal_check_itself():
+    """refused_or_raise passes only a refusal that names a variant the call used."""
+    options = {"softcap": 1.0}
+    refused_or_raise(RuntimeError('unsupported: backend "flash" does not implement softcap'),
+                     "flash", options)
+    refused_or_raise(RuntimeError('backend_unavailable: backend = "auto" found no usable backend '
+                                  'for cuda tensors; flash-sm80: backend "flash-sm80" does not '
+                                  'implement softcap; flash: backend "flash" does not implement '
+                                  'softcap'), "auto", options)
+    for error in (RuntimeError("cuda_error: an illegal memory access"),
+                  RuntimeError('unsupported: backend "flash" does not implement ALiBi slopes')):
+        with pytest.raises(Exception):
+            refused_or_raise(error, "flash", options)

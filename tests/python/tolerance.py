@@ -66,10 +66,12 @@ def rounding_atol(ref_out: np.ndarray, ref_lse: np.ndarray, dtype: str) -> float
     return max(max_spacing, ATOL_FLOOR * max_ref) + score_noise
 
 
-def naive_float32(q, k, v, softmax_scale, causal, dtype: str):
+def naive_float32(q, k, v, softmax_scale, causal, dtype: str, **variants):
     """The CPU baseline: S, softmax and PV in float32 from the (already rounded) inputs; O rounded
-    to `dtype`, LSE float32."""
-    out, lse = attention_numpy(q, k, v, softmax_scale, causal, compute_dtype=np.float32)
+    to `dtype`, LSE float32. `variants`: attention_numpy's keyword options (window_size, softcap,
+    alibi_slopes, sinks, cu_seqlens_q, cu_seqlens_k, seqused_k)."""
+    out, lse = attention_numpy(q, k, v, softmax_scale, causal, compute_dtype=np.float32,
+                               **variants)
     return round_to(out, dtype), lse.astype(np.float32)
 
 
