@@ -31,8 +31,9 @@ class Backend {
   virtual std::string_view name() const = 0;
   virtual std::string_view description() const = 0;
   virtual DeviceType device_type() const = 0;
-  // Built in and runnable on this machine (device present, architecture new enough).
-  virtual Status usable() const = 0;
+  // Built in and runnable on `device` (present, architecture new enough, a kernel image for it);
+  // for a CPU backend the device is Device::cpu().
+  virtual Status usable(Device device) const = 0;
   // The variants it implements (a mask of Variant).
   virtual unsigned variants() const = 0;
   // Whether this backend covers these (already validated) params, their variants aside; the

@@ -27,6 +27,10 @@ std::string known_names() {
   return s + ", auto";
 }
 
+Device default_device(const Backend& b) {
+  return b.device_type() == DeviceType::kCUDA ? Device::cuda(0) : Device::cpu();
+}
+
 bool params_empty(const ForwardParams& p) {
   return p.batch() == 0 || p.seqlen_q() == 0 || p.heads() == 0;
 }
@@ -74,7 +78,8 @@ const Backend* const* all_backends(std::size_t* count) {
 std::vector<BackendInfo> list_backends() {
   std::vector<BackendInfo> out;
   for (const Backend* b : registry()) {
-    Status st = b->usable();
+    // On the CPU, or on the first CUDA device (forward() asks about the tensors' own device).
+    Status st = b->usable(default_device(*b));
     out.push_back({std::string(b->name()), std::string(b->description()), b->device_type(),
                    st.ok(), st.message()});
   }
@@ -97,7 +102,7 @@ Status resolve_backend(const ForwardParams& p, std::string_view requested, std::
   auto try_list = [&](auto const& names) {
     for (std::string_view n : names) {
       const Backend* b = find_backend(n);
-      Status st = b->usable();
+      Status st = b->usable(p.q.device);
       if (st.ok()) st = check_supported(*b, p);
       if (st.ok()) {
         *name = std::string(n);
@@ -135,9 +140,10 @@ Status forward(const ForwardParams& p, std::string_view backend, StreamHandle st
                       " tensors but q.device = " +
                       (p.q.device.type == DeviceType::kCUDA ? "cuda" : "cpu"));
   }
-  st = b->usable();
+  st = b->usable(p.q.device);
   if (!st.ok()) {
-    return Status(StatusCode::kBackendUnavailable, "backend \"" + name + "\" is not usable here: " +
+    return Status(StatusCode::kBackendUnavailable, "backend \"" + name + "\" is not usable on " +
+                                                       device_name(p.q.device) + ": " +
                                                        st.message());
   }
   st = check_supported(*b, p);

@@ -315,7 +315,7 @@ class CpuFlashBackend final : public Backend {
     return "tiled online-softmax flash algorithm on the CPU (float32, multi-threaded)";
   }
   DeviceType device_type() const override { return DeviceType::kCPU; }
-  Status usable() const override {
+  Status usable(Device /*device*/) const override {
     std::int64_t threads = 0;
     return cpu::thread_count(&threads);
   }

@@ -169,7 +169,7 @@ class CpuReferenceBackend final : public Backend {
     return "float64 naive reference (S materialized, softmax, PV)";
   }
   DeviceType device_type() const override { return DeviceType::kCPU; }
-  Status usable() const override {
+  Status usable(Device /*device*/) const override {
     std::int64_t threads = 0;
     return cpu::thread_count(&threads);
   }

@@ -12,13 +12,13 @@ class NotBuiltBackend final : public Backend {
   std::string_view name() const override { return name_; }
   std::string_view description() const override { return description_; }
   DeviceType device_type() const override { return DeviceType::kCUDA; }
-  Status usable() const override {
+  Status usable(Device /*device*/) const override {
     return Status(StatusCode::kBackendUnavailable,
                   "not built (configure with -DFLASHATTN_BUILD_CUDA_KERNELS=ON)");
   }
   unsigned variants() const override { return 0; }
-  Status supports(const ForwardParams&) const override { return usable(); }
-  Status run(const ForwardParams&, StreamHandle) const override { return usable(); }
+  Status supports(const ForwardParams& p) const override { return usable(p.q.device); }
+  Status run(const ForwardParams& p, StreamHandle) const override { return usable(p.q.device); }
 
  private:
   std::string_view name_, description_;

@@ -147,7 +147,7 @@ Status verify(const ProblemShape& shape, const VerifyOptions& options, VerifyRep
     on_cuda = backend->device_type() == DeviceType::kCUDA;
     // The backend's own refusal first ("backend "flash" does not implement softcap"), before the
     // reference's below.
-    if (backend->device_type() == device.type && backend->usable().ok()) {
+    if (backend->device_type() == device.type && backend->usable(device).ok()) {
       st = check_supported(*backend, params);
       if (!st.ok()) return st;
     }

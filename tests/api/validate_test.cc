@@ -1333,7 +1333,7 @@ class FakeBackend : public Backend {
   std::string_view name() const override { return "fake"; }
   std::string_view description() const override { return "a test double"; }
   DeviceType device_type() const override { return DeviceType::kCPU; }
-  Status usable() const override { return Status::Ok(); }
+  Status usable(Device) const override { return Status::Ok(); }
   unsigned variants() const override { return variants_; }
   Status supports(const ForwardParams& /*params*/) const override {
     ++supports_calls;

@@ -13,6 +13,7 @@
 #include "api/backend.h"
 #include "common/owned_tensor.h"
 #include "cpu/reference.h"
+#include "cuda/common/runtime.h"
 #include "flashattn/flashattn.h"
 #include "test_util.h"
 #include "verify/verify.h"
@@ -332,6 +333,24 @@ TEST(GpuNaiveTest, OutOfMemoryIsMeasuredAndReported) {
   std::vector<float> o;
   ASSERT_TRUE(p.out.to_host_float(&o).ok());
   for (std::size_t i = 0; i < o.size(); i += 4097) ASSERT_TRUE(std::isnan(o[i])) << "written at " << i;
+}
+
+// usable() is answered per device: each GPU backend is usable on every device that exists here
+// and refuses, naming it, one past the last.
+TEST(GpuBackendUsable, AnsweredPerDevice) {
+  FA_SKIP_WITHOUT_CUDA();
+  const int n = cuda::device_count();
+  for (const char* name : {"naive", "flash", "flash-sm80"}) {
+    SCOPED_TRACE(name);
+    const Backend* b = find_backend(name);
+    ASSERT_NE(b, nullptr);
+    for (int d = 0; d < n; ++d) EXPECT_TRUE(b->usable(Device::cuda(d)).ok()) << d;
+    const Status st = b->usable(Device::cuda(n));
+    EXPECT_EQ(st.code(), StatusCode::kBackendUnavailable);
+    EXPECT_NE(st.message().find("cuda:" + std::to_string(n) + " does not exist"),
+              std::string::npos)
+        << st.message();
+  }
 }
 
 // An S matrix whose byte count overflows 64 bits is out of memory with the factors, never a

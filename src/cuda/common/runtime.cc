@@ -80,9 +80,31 @@ Status status_from_cuda(int cuda_error, const char* what) {
                           cudaGetErrorString(err) + ")");
 }
 
-Status backend_usable(Status (*kernels_available)()) {
+Status backend_usable(Device device, Status (*kernels_available)(), int min_major) {
   const std::string why = unavailable_reason();
   if (!why.empty()) return Status(StatusCode::kBackendUnavailable, why);
+  if (device.type != DeviceType::kCUDA) {
+    return Status(StatusCode::kBackendUnavailable,
+                  "a GPU backend, asked about " + device_name(device));
+  }
+  const int n = device_count();
+  if (device.index < 0 || device.index >= n) {
+    return Status(StatusCode::kBackendUnavailable,
+                  device_name(device) + " does not exist (" + std::to_string(n) +
+                      " CUDA devices)");
+  }
+  if (min_major > 0) {
+    DeviceProps props;
+    Status st = device_props(device.index, &props);
+    if (!st.ok()) return st;
+    if (props.major < min_major) {
+      return Status(StatusCode::kBackendUnavailable,
+                    "needs compute capability >= " + std::to_string(min_major) + ".0; " +
+                        device_name(device) + " (" + props.name + ") is " +
+                        std::to_string(props.major) + "." + std::to_string(props.minor));
+    }
+  }
+  DeviceGuard guard(device.index);  // the kernel image is looked up for the current device
   return kernels_available();
 }
 

@@ -17,9 +17,10 @@ int device_count();
 // "no CUDA device found (cudaErrorNoDevice)", ...), or empty when it is usable.
 std::string unavailable_reason();
 
-// A GPU backend's usable(): kBackendUnavailable with unavailable_reason() when CUDA is unusable
-// here, else what `kernels_available` (the backend's kernel-image check) says.
-Status backend_usable(Status (*kernels_available)());
+// A GPU backend's usable(device): kBackendUnavailable with unavailable_reason() when CUDA is
+// unusable here, or naming the device when there is no such device or it is below
+// `min_major`.x, else what `kernels_available` (the backend's kernel-image check) says on it.
+Status backend_usable(Device device, Status (*kernels_available)(), int min_major = 0);
 
 struct DeviceProps {
   std::string name;

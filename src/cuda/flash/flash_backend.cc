@@ -28,8 +28,8 @@ class FlashBackend final : public Backend {
     return "GPU fused online-softmax kernel on CUDA cores (any head dim, bf16/fp16/fp32)";
   }
   DeviceType device_type() const override { return DeviceType::kCUDA; }
-  Status usable() const override {
-    return cuda::backend_usable(&cuda::flash_kernels_available);
+  Status usable(Device device) const override {
+    return cuda::backend_usable(device, &cuda::flash_kernels_available);
   }
   unsigned variants() const override { return 0; }
   Status supports(const ForwardParams&) const override { return Status::Ok(); }

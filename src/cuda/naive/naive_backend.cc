@@ -20,8 +20,8 @@ class NaiveBackend final : public Backend {
     return "GPU golden reference: S = scale*QK^T to global memory (float32), softmax, O = PV";
   }
   DeviceType device_type() const override { return DeviceType::kCUDA; }
-  Status usable() const override {
-    return cuda::backend_usable(&cuda::naive_kernels_available);
+  Status usable(Device device) const override {
+    return cuda::backend_usable(device, &cuda::naive_kernels_available);
   }
   unsigned variants() const override { return 0; }
   Status supports(const ForwardParams&) const override { return Status::Ok(); }

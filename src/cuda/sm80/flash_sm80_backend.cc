@@ -40,8 +40,8 @@ class FlashSm80Backend final : public Backend {
     return "GPU tensor-core kernel (mma.sync, sm_80+), bf16/fp16, head dims 64/96/128/192/256";
   }
   DeviceType device_type() const override { return DeviceType::kCUDA; }
-  Status usable() const override {
-    return cuda::backend_usable(&cuda::flash_sm80_kernels_available);
+  Status usable(Device device) const override {
+    return cuda::backend_usable(device, &cuda::flash_sm80_kernels_available, /*min_major=*/8);
   }
   unsigned variants() const override { return 0; }
   Status supports(const ForwardParams& p) const override {
@@ -55,15 +55,6 @@ class FlashSm80Backend final : public Backend {
       return Status(StatusCode::kUnsupported, "flash-sm80 takes head_dim in {" + head_dim_list() +
                                                   "}; got q.shape[3] = " +
                                                   std::to_string(p.head_dim()));
-    }
-    cuda::DeviceProps props;
-    Status st = cuda::device_props(p.q.device.index, &props);
-    if (!st.ok()) return st;
-    if (props.major < 8) {
-      return Status(StatusCode::kUnsupported,
-                    "flash-sm80 needs compute capability >= 8.0; " + device_name(p.q.device) +
-                        " (" + props.name + ") is " + std::to_string(props.major) + "." +
-                        std::to_string(props.minor));
     }
     return Status::Ok();
   }
