@@ -40,6 +40,7 @@
 #include "common/attention_args.h"
 #include "common/dtype_convert.h"
 #include "common/math_constants.h"
+#include "common/tile_scheduler.h"
 #include "cpu/host_loop.h"
 
 namespace flashattn {
@@ -292,18 +293,17 @@ Status flash_forward(const ForwardParams& p) {
   if (a.batch == 0 || a.heads == 0 || a.seqlen_q == 0) return Status::Ok();
   // Blocks of the longest sequence (max_seqlen_q with varlen); a shorter one's extra blocks
   // return at once.
-  const std::int64_t m_blocks = (a.seqlen_q + kBlockM - 1) / kBlockM;
-  const std::int64_t items = a.batch * a.heads * m_blocks;
-  const std::int64_t heads = a.heads;
+  const TileScheduler tiles = TileScheduler::make(a.batch, a.heads, a.seqlen_q, kBlockM);
 
-  // Work item -> (batch, head, m_block); threads pull items from an atomic counter because causal
-  // blocks near the bottom cost more than those at the top.
-  return cpu::parallel_for(items, [&] {
+  // Threads pull tiles from an atomic counter in the scheduler's order (common/tile_scheduler.h:
+  // the longest causal blocks first), because causal blocks near the bottom cost more than those
+  // at the top.
+  return cpu::parallel_for(tiles.tiles(), [&] {
     // Per-thread scratch, reused across the thread's work items.
-    return [&a, heads, m_blocks, buf = TileBuffers(a.head_dim)](std::int64_t item) mutable {
+    return [&a, tiles, buf = TileBuffers(a.head_dim)](std::int64_t t) mutable {
       FlashWorker flash(a, buf);
-      const std::int64_t bh = item / m_blocks;
-      flash.run_block(bh / heads, bh % heads, item % m_blocks);
+      const TileCoord c = tiles.tile(t);
+      flash.run_block(c.batch, c.head, c.m_block);
     };
   });
 }
