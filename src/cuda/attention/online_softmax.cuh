@@ -49,6 +49,33 @@ __device__ __forceinline__ float finalize_lse(float row_max, float row_sum, floa
   return row_sum > 0.0f ? (row_max * scale_log2 + log2f(row_sum)) * kLn2 : -INFINITY;
 }
 
+// A finished row: the factor O is multiplied by, and the natural-log LSE.
+struct RowResult {
+  float inv;  // 1 / denominator (with the sink's share); 0 for a row with nothing in it
+  float lse;
+};
+
+// Finalizes a row whose running max (unscaled, possibly stale by the lazy rescaling: O and
+// row_sum are both relative to it) is `row_max` and whose denominator is `row_sum`, with an
+// optional sink logit `sink` in the same raw units (-inf: none). The sink joins the softmax as
+// one more score that adds no value:
+//   m' = max(row_max, sink);  a = exp2((row_max - m') * c);  l' = row_sum * a + exp2((sink - m') * c)
+//   O = O * a / l';  LSE = (m' * c + log2(l')) * ln(2)
+// Both exponents are <= 0 and the larger term is exactly 1, whatever the magnitudes. A row with
+// no visible key (row_sum = 0) gives O = 0 and LSE = the sink's logit (-inf without a sink).
+__device__ __forceinline__ RowResult finalize_row(float row_max, float row_sum, float sink,
+                                                  float scale_log2) {
+  if (sink == -INFINITY) {
+    return RowResult{row_sum > 0.0f ? 1.0f / row_sum : 0.0f,
+                     finalize_lse(row_max, row_sum, scale_log2)};
+  }
+  // row_sum = 0 means nothing was seen (row_max may be -inf or stale): only the sink counts.
+  const float m = row_sum > 0.0f ? fmaxf(row_max, sink) : sink;
+  const float a = row_sum > 0.0f ? exp2f(exp2_arg(row_max, m, scale_log2)) : 0.0f;
+  const float l = fmaf(row_sum, a, exp2f(exp2_arg(sink, m, scale_log2)));
+  return RowResult{a / l, (m * scale_log2 + log2f(l)) * kLn2};
+}
+
 // Butterfly reductions across the `kLanes` consecutive lanes that share one row (kLanes a power of
 // two <= 32); every lane ends with the result.
 template <int kLanes>

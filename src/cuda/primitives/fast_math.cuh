@@ -12,4 +12,12 @@ __device__ __forceinline__ float ex2(float x) {
   return y;
 }
 
+// 1 / x on the MUFU unit (within 1 ulp; rcp(inf) = 0, rcp(0) = inf); 1.0f / x adds a Newton
+// step and a slow path for denormals.
+__device__ __forceinline__ float rcp(float x) {
+  float y;
+  asm("rcp.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+  return y;
+}
+
 }  // namespace flashattn::cuda::ptx

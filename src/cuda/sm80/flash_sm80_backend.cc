@@ -43,7 +43,7 @@ class FlashSm80Backend final : public Backend {
   Status usable(Device device) const override {
     return cuda::backend_usable(device, &cuda::flash_sm80_kernels_available, /*min_major=*/8);
   }
-  unsigned variants() const override { return 0; }
+  unsigned variants() const override { return kAllVariants; }
   Status supports(const ForwardParams& p) const override {
     if (p.q.dtype == DType::kFP32) {
       return Status(StatusCode::kUnsupported,

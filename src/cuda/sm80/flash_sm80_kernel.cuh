@@ -4,14 +4,16 @@
 //
 //   init:  cp.async Q and the first K, V tiles into shared memory; row_max = -inf, row_sum = 0,
 //          O = 0 in registers.
-//   loop over key tiles j (only those some row of the block can see):
+//   loop over key tiles j (only those some row of the block can see: MaskRule::tile_range):
 //          wait K[j] and V[j] (one barrier); issue the next tiles
 //          S = Q K[j]^T            ldmatrix (Q, K) + mma.sync, float32 in registers
-//          mask (only the tail tile and tiles crossing the causal diagonal)
+//          softcap, ALiBi          when asked for (score_mod.cuh)
+//          mask (only the tail tile and tiles crossing the diagonal or a window's edges)
 //          online softmax          exp2((s - max) * scale * log2 e); P rounded to the input type
 //                                  and repacked in registers as the A operand of the next mma
 //          O += P V[j]             ldmatrix.trans (V) + mma.sync
-//   finalize: O / row_sum through shared memory to 16-byte coalesced stores; LSE.
+//   finalize: the sink folded in; O / row_sum through shared memory to 16-byte coalesced stores;
+//          LSE.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -38,31 +40,45 @@ flash_sm80_kernel(KernelArgs args) {
   // One block per query tile (the launcher checks the grid fits). Not a grid-stride loop: the
   // compiler would hoist every per-thread epilogue address out of it, and those ~90 values live
   // across the key loop spilled at d128.
-  const sm80::BlockCoords<T> c = sm80::block_coords<T, Cfg>(args);
+  // The block's coordinates live in shared memory once the prologue has issued its copies: read
+  // back after every barrier, they hold no registers across the key loop (in registers they
+  // spilled at d192 and d256 on sm_80, where the O accumulator takes 128 of 255).
+  // So do the score transforms' constants (their divisions run once, not per tile).
+  __shared__ sm80::BlockCoords<T> coords_smem;
+  __shared__ ScoreMod mod_smem;
+  const sm80::BlockCoords<T> c0 = sm80::block_coords<T, Cfg>(args);
+  if (c0.m0 >= c0.seqlen_q) return;  // varlen: past this sequence's rows (the whole block)
+  if (tid == 0) {  // published by the first barrier below
+    coords_smem = c0;
+    mod_smem = ScoreMod::make(args, c0.b, c0.h);
+  }
   sm80::WarpAttention<T, Cfg> w(tid / 32 * Cfg::kWarpM, lane);
 
   // Key tile j of K or V (smem: that tensor's ring) into `stage`.
   auto load_kv_tile = [&](std::uint32_t ring_smem, const T* head_gmem, std::int64_t row_stride,
-                          int j, int stage) {
+                          std::int64_t seqlen_k, int j, int stage) {
     sm80::load_tile_async<Cfg, kBlockN, Cfg::kThreads>(
         ring_smem + stage * Cfg::kKvTileBytes, head_gmem, row_stride,
-        static_cast<std::int64_t>(j) * kBlockN, args.seqlen_k, tid);
+        static_cast<std::int64_t>(j) * kBlockN, seqlen_k, tid);
   };
-  auto load_k = [&](int j, int stage) {
-    load_kv_tile(k_smem, c.k_gmem, args.k_stride[1], j, stage);
+  auto load_k = [&](const sm80::BlockCoords<T>& c, int j, int stage) {
+    load_kv_tile(k_smem, c.k_gmem, args.k_stride[1], c.seqlen_k, j, stage);
   };
-  auto load_v = [&](int j, int stage) {
-    load_kv_tile(v_smem, c.v_gmem, args.v_stride[1], j, stage);
+  auto load_v = [&](const sm80::BlockCoords<T>& c, int j, int stage) {
+    load_kv_tile(v_smem, c.v_gmem, args.v_stride[1], c.seqlen_k, j, stage);
   };
 
-  // cp.async groups, in commit order: [Q, K0, V0] [K1, V1] .. [K s-2, V s-2] for kStages = s,
-  // then per tile [K j+s-1, V j+s-1] (empty past the end): waiting until s - 2 remain completes
-  // tile j.
-  sm80::load_tile_async<Cfg, Cfg::kBlockM, Cfg::kThreads>(q_smem, c.q_gmem, args.q_stride[1],
-                                                          c.m0, args.seqlen_q, tid);
+  // cp.async groups, in commit order, for kStages = s and key tiles f = n_first, f + 1, ...:
+  // [Q, K f, V f] [K f+1, V f+1] .. [K f+s-2, V f+s-2], then per tile [K j+s-1, V j+s-1] (empty
+  // past the end): waiting until s - 2 remain completes tile j.
+  sm80::load_tile_async<Cfg, Cfg::kBlockM, Cfg::kThreads>(q_smem, c0.q_gmem, args.q_stride[1],
+                                                          c0.m0, c0.seqlen_q, tid);
 #pragma unroll
   for (int i = 0; i < Cfg::kStages - 1; ++i) {
-    if (i < c.n_tiles) { load_k(i, i); load_v(i, i); }
+    if (c0.n_first + i < c0.n_end) {
+      load_k(c0, c0.n_first + i, i);
+      load_v(c0, c0.n_first + i, i);
+    }
     ptx::cp_async_commit();
   }
   // Q's fragments, when they live in registers: loaded once, before the key loop (the wait for
@@ -76,22 +92,25 @@ flash_sm80_kernel(KernelArgs args) {
   // The stage tile j lives in, and the one the tile kStages - 1 ahead is loaded into (which
   // held tile j - 1).
   int stage = 0, ahead_stage = Cfg::kStages - 1;
-  for (int j = 0; j < c.n_tiles; ++j) {
+  const sm80::BlockCoords<T>& c = coords_smem;  // read only after a barrier
+  const int n_end = c0.n_end;
+  for (int j = c0.n_first; j < n_end; ++j) {
     const std::int64_t n0 = static_cast<std::int64_t>(j) * kBlockN;
     // One barrier per tile: tile j landed for every thread, and every warp is done with tile
     // j - 1, whose stage the tile kStages - 1 ahead overwrites.
     ptx::cp_async_wait<Cfg::kStages - 2>();
     __syncthreads();
-    if (j + Cfg::kStages - 1 < c.n_tiles) {
-      load_k(j + Cfg::kStages - 1, ahead_stage);
-      load_v(j + Cfg::kStages - 1, ahead_stage);
+    if (j + Cfg::kStages - 1 < n_end) {
+      load_k(c, j + Cfg::kStages - 1, ahead_stage);
+      load_v(c, j + Cfg::kStages - 1, ahead_stage);
     }
     ptx::cp_async_commit();
 
     typename sm80::WarpAttention<T, Cfg>::Scores s;
     typename sm80::WarpAttention<T, Cfg>::Probs p;
     w.qk(s, q_smem, k_smem + stage * Cfg::kKvTileBytes);
-    w.mask(s, args, c.m0, n0);
+    w.score_mod(s, args, mod_smem, c, n0);
+    w.mask(s, c.rule(args), c.m0, n0);
     w.rescale_o(w.softmax(s, p, args.scale_log2));
 
     w.pv(p, v_smem + stage * Cfg::kKvTileBytes);
@@ -112,7 +131,7 @@ Status launch_flash_sm80_config(const KernelArgs& args, cudaStream_t stream) {
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Cfg::kSmemBytes),
       "flash-sm80: cudaFuncSetAttribute(max dynamic shared memory)");
   const std::int64_t tiles =
-      args.batch * args.heads * ((args.seqlen_q + Cfg::kBlockM - 1) / Cfg::kBlockM);
+      TileScheduler::make(args.batch, args.heads, args.seqlen_q, Cfg::kBlockM).tiles();
   constexpr std::int64_t kMaxGrid = 0x7fffffff;  // grid.x limit
   if (tiles > kMaxGrid) {
     // 2^31 query tiles of 128 rows would be a q of >= 2^44 elements: not a real input.

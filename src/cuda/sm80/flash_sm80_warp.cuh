@@ -15,8 +15,11 @@
 #include <cmath>
 #include <cstdint>
 
-#include "cuda/attention/mask.cuh"
+#include "common/mask_rule.h"
+#include "common/tile_scheduler.h"
+#include "cuda/attention/fragment_ops.cuh"
 #include "cuda/attention/online_softmax.cuh"
+#include "cuda/attention/score_mod.cuh"
 #include "cuda/common/kernel_args.h"
 #include "cuda/primitives/cp_async.cuh"
 #include "cuda/primitives/fast_math.cuh"
@@ -53,34 +56,50 @@ __device__ __forceinline__ void load_tile_async(std::uint32_t tile_smem, const T
   }
 }
 
-// Where a block works: its (batch, head), query rows [m0, m0 + kBlockM) and the key tiles any
-// of those rows can see (causal tiles above the diagonal are never loaded).
+// Where a block works: its (batch, head), query rows [m0, m0 + kBlockM) of its sequence (dense
+// or packed: AttentionArgs::seq), and the key tiles [n_first, n_end) any of those rows can see
+// (MaskRule::tile_range: tiles left of a window or right of the causal diagonal are never
+// loaded). A varlen block past its sequence's rows has m0 >= seqlen_q and does nothing.
 template <typename T>
 struct BlockCoords {
   std::int64_t b, h, m0;
-  const T *q_gmem, *k_gmem, *v_gmem;  // this head's rows (BSHD strides)
-  int n_tiles;
+  std::int64_t q_row0;                // the sequence's first row in q, out and lse
+  std::int64_t seqlen_q, seqlen_k;    // the sequence's
+  const T *q_gmem, *k_gmem, *v_gmem;  // this head's rows of the sequence (BSHD strides)
+  int n_first, n_end;
+
+  __device__ __forceinline__ MaskRule rule(const KernelArgs& args) const {
+    return MaskRule::make(seqlen_q, seqlen_k, args.window_left, args.window_right, false);
+  }
 };
 
-// Consecutive blocks take the query blocks of one head (then the next head of the same GQA
-// group): the blocks resident together read the same K and V, which then come from L2. Within a
-// head the last query block goes first: with causal it has the most keys.
+// The tile order is TileScheduler's (common/tile_scheduler.h): the query blocks of one head are
+// consecutive (then the next head of the same GQA group), so the blocks resident together read
+// the same K and V, which then come from L2; within a head the last query block goes first
+// (with causal it has the most keys).
 template <typename T, class Cfg>
 __device__ __forceinline__ BlockCoords<T> block_coords(const KernelArgs& args) {
-  const std::int64_t m_blocks = (args.seqlen_q + Cfg::kBlockM - 1) / Cfg::kBlockM;
-  const std::int64_t tile = blockIdx.x;
-  const std::int64_t bh = tile / m_blocks;
+  const TileCoord tile =
+      TileScheduler::make(args.batch, args.heads, args.seqlen_q, Cfg::kBlockM).tile(blockIdx.x);
   BlockCoords<T> c;
-  c.m0 = (m_blocks - 1 - tile % m_blocks) * Cfg::kBlockM;
-  c.b = bh / args.heads;
-  c.h = bh % args.heads;
+  c.b = tile.batch;
+  c.h = tile.head;
+  c.m0 = tile.m_block * Cfg::kBlockM;
+  const SeqInfo seq = args.seq(c.b);
+  c.q_row0 = seq.q_row0;
+  c.seqlen_q = seq.seqlen_q;
+  c.seqlen_k = seq.seqlen_k;
   const std::int64_t h_kv = c.h / (args.heads / args.kv_heads);
-  c.q_gmem = static_cast<const T*>(args.q) + c.b * args.q_stride[0] + c.h * args.q_stride[2];
-  c.k_gmem = static_cast<const T*>(args.k) + c.b * args.k_stride[0] + h_kv * args.k_stride[2];
-  c.v_gmem = static_cast<const T*>(args.v) + c.b * args.v_stride[0] + h_kv * args.v_stride[2];
-  const Mask mask{args.seqlen_q, args.seqlen_k, args.causal};
-  const std::int64_t key_end = mask.key_end(c.m0, Cfg::kBlockM);
-  c.n_tiles = key_end > 0 ? static_cast<int>((key_end + Cfg::kBlockN - 1) / Cfg::kBlockN) : 0;
+  c.q_gmem = static_cast<const T*>(args.q) + c.b * args.q_stride[0] +
+             seq.q_row0 * args.q_stride[1] + c.h * args.q_stride[2];
+  c.k_gmem = static_cast<const T*>(args.k) + c.b * args.k_stride[0] +
+             seq.k_row0 * args.k_stride[1] + h_kv * args.k_stride[2];
+  c.v_gmem = static_cast<const T*>(args.v) + c.b * args.v_stride[0] +
+             seq.k_row0 * args.v_stride[1] + h_kv * args.v_stride[2];
+  std::int64_t first = 0, end = 0;
+  if (c.m0 < c.seqlen_q) c.rule(args).tile_range(c.m0, Cfg::kBlockM, Cfg::kBlockN, &first, &end);
+  c.n_first = static_cast<int>(first);
+  c.n_end = static_cast<int>(end);
   return c;
 }
 
@@ -166,85 +185,31 @@ struct WarpAttention {
     }
   }
 
-  // Keys past seqlen_k and, with causal, right of the diagonal become -inf; a block-uniform
-  // test first, so only the tail tile and tiles crossing the diagonal pay. Each of the thread's
-  // rows sees the tile's keys [0, limit); the columns are then compared as small ints (64-bit
-  // index math per element cost registers at the hottest point).
-  __device__ __forceinline__ void mask(Scores& s, const KernelArgs& args, std::int64_t m0,
-                                       std::int64_t n0) const {
-    const Mask m{args.seqlen_q, args.seqlen_k, args.causal};
-    if (!m.tile_needs_mask(m0, n0, Cfg::kBlockN)) return;
-#pragma unroll
-    for (int mt = 0; mt < kMTiles; ++mt) {
-#pragma unroll
-      for (int hh = 0; hh < 2; ++hh) {
-        const std::int64_t row = m0 + row0 + mt * 16 + g + 8 * hh;
-        std::int64_t end = args.seqlen_k - n0;
-        if (args.causal) end = min(end, row + m.diag() + 1 - n0);
-        const int limit =
-            static_cast<int>(max(std::int64_t{0}, min(end, std::int64_t{Cfg::kBlockN})));
-#pragma unroll
-        for (int nt = 0; nt < kNTiles; ++nt) {
-#pragma unroll
-          for (int e = 0; e < 2; ++e) {
-            if (nt * 8 + 2 * t + e >= limit) s[mt][nt][2 * hh + e] = -INFINITY;
-          }
-        }
-      }
+  // Softcap and ALiBi (score_mod.cuh), when the params ask for either: a test of kernel
+  // parameters, so the dense path pays one uniform branch per tile.
+  __device__ __forceinline__ void score_mod(Scores& s, const KernelArgs& args, const ScoreMod& mod,
+                                            const BlockCoords<T>& c, std::int64_t n0) const {
+    if (args.softcap > 0.0f || args.alibi_slopes != nullptr) {
+      score_mod_fragment<kMTiles, kNTiles>(s, mod, c.m0 + row0 + g, c.seqlen_k - c.seqlen_q, n0,
+                                           t);
     }
   }
 
-  // Online softmax of one tile: P (rounded to T, packed as PV's A fragments), the running max
-  // and sum, and alpha, the factor O must be scaled by before P V is added. Returns whether any
-  // of this lane's rows moved its max (then rescale_o() must run before the next pv()).
-  //
-  // Scores and the running max stay unscaled; the exponent is exp2_arg (online_softmax.cuh):
-  // subtract, then scale, so the argument is <= 0 and exactly 0 at the max at any magnitude. A
-  // row's 4 column pairs live on the 4 lanes of a quad, so row reductions are two shuffles.
-  //
-  // Lazy rescaling: a row's running max moves only when a tile's max exceeds it by more than
-  // kRescaleLog2 (a factor 256) after scaling. Below that P = 2^((s - stale max) * scale_log2)
-  // stays <= 256: O / row_sum is the same function (numerator and denominator share the max),
-  // P's rounding to T is relative and unchanged, and row_sum stays far from float overflow (256
-  // per key). Once the max has settled, most tiles skip the O rescale: kMTiles * kDTiles * 4
-  // multiplies per thread (128 at d128), about a third of the softmax phase's instructions.
-  // The growth is measured after scaling, (tile_max - row_max) * scale_log2: a -inf old max
-  // gives +inf (moves, alpha = 0), an all-masked tile -inf or NaN (stays).
+  // Scores the rows do not see become -inf (MaskRule): only on the tiles where some row of this
+  // warp's needs it (the tail tile, tiles crossing the causal diagonal or a window's edges).
+  __device__ __forceinline__ void mask(Scores& s, const MaskRule& rule, std::int64_t m0,
+                                       std::int64_t n0) const {
+    if (!rule.tile_needs_mask(m0 + row0, Cfg::kWarpM, n0, Cfg::kBlockN)) return;
+    mask_fragment<kMTiles, kNTiles>(s, rule, m0 + row0 + g, n0, t);
+  }
+
+  // Online softmax of one tile (fragment_ops.cuh: lazy rescaling, exponent form), then P rounded
+  // to T and packed as PV's A fragments. Returns whether rescale_o() must run before pv().
   __device__ __forceinline__ bool softmax(Scores& s, Probs& p, float scale_log2) {
-    constexpr float kRescaleLog2 = 8.0f;
-    bool moved = false;
+    const bool moved = softmax_update<kMTiles, kNTiles>(s, row_max, row_sum, alpha, scale_log2);
+    // The C fragments of n-tiles 2ks and 2ks + 1 are the A fragment of PV's k16 step ks.
 #pragma unroll
     for (int mt = 0; mt < kMTiles; ++mt) {
-#pragma unroll
-      for (int hh = 0; hh < 2; ++hh) {
-        float tile_max = -INFINITY;
-#pragma unroll
-        for (int nt = 0; nt < kNTiles; ++nt) {
-          tile_max = fmaxf(tile_max, fmaxf(s[mt][nt][2 * hh], s[mt][nt][2 * hh + 1]));
-        }
-        tile_max = reduce_max_lanes<4>(tile_max);
-        const float growth_log2 = exp2_arg(tile_max, row_max[mt][hh], scale_log2);
-        alpha[mt][hh] = 1.0f;
-        if (growth_log2 > kRescaleLog2) {
-          alpha[mt][hh] = ptx::ex2(-growth_log2);  // 0 for a -inf old max
-          row_max[mt][hh] = tile_max;
-          moved = true;
-        }
-        const float sub = safe_max(row_max[mt][hh]);
-        float p_sum = 0.0f;
-#pragma unroll
-        for (int nt = 0; nt < kNTiles; ++nt) {
-#pragma unroll
-          for (int e = 2 * hh; e < 2 * hh + 2; ++e) {
-            s[mt][nt][e] = ptx::ex2(exp2_arg(s[mt][nt][e], sub, scale_log2));
-            p_sum += s[mt][nt][e];
-          }
-        }
-        // A per-lane partial sum: alpha is the same on the quad's 4 lanes, so the lanes are
-        // summed once, at the end.
-        row_sum[mt][hh] = row_sum[mt][hh] * alpha[mt][hh] + p_sum;
-      }
-      // The C fragments of n-tiles 2ks and 2ks + 1 are the A fragment of PV's k16 step ks.
 #pragma unroll
       for (int ks = 0; ks < kNSteps; ++ks) {
         p[mt][ks][0] = ptx::pack2<T>(s[mt][2 * ks][0], s[mt][2 * ks][1]);
@@ -256,17 +221,8 @@ struct WarpAttention {
     return moved;
   }
 
-  // O *= alpha, skipped by the whole warp (no divergence) when no lane's max moved.
   __device__ __forceinline__ void rescale_o(bool moved) {
-    if (!__any_sync(0xffffffffu, moved)) return;
-#pragma unroll
-    for (int mt = 0; mt < kMTiles; ++mt) {
-#pragma unroll
-      for (int dt = 0; dt < kDTiles; ++dt) {
-#pragma unroll
-        for (int e = 0; e < 4; ++e) o[mt][dt][e] *= alpha[mt][e / 2];
-      }
-    }
+    rescale_fragment<kMTiles, kDTiles>(o, alpha, moved);
   }
 
   // O += P V for one key tile.
@@ -286,43 +242,49 @@ struct WarpAttention {
     }
   }
 
-  // O / row_sum (O = 0 and LSE = -inf for a row with no visible key) to global memory. The warp
-  // writes its O rows over its own Q rows in shared memory (only it ever read them; every copy
-  // into them must have landed), then stores whole 16-byte chunks: consecutive lanes cover
-  // consecutive chunks of a row.
+  // O / row_sum with the sink folded in (online_softmax.cuh finalize_row: O = 0 and LSE = -inf,
+  // or the sink's logit, for a row with no visible key) to global memory. The warp writes its O
+  // rows over its own Q rows in shared memory (only it ever read them; every copy into them must
+  // have landed), then stores whole 16-byte chunks: consecutive lanes cover consecutive chunks of
+  // a row.
   __device__ __forceinline__ void store(unsigned char* q_rows_smem, const KernelArgs& args,
                                         const BlockCoords<T>& c, int lane) const {
+    const float sink = sink_raw(args, c.h);
+    float* lse_gmem = args.lse == nullptr
+                          ? nullptr
+                          : args.lse + c.b * args.lse_stride[0] + c.h * args.lse_stride[1] +
+                                c.q_row0 * args.lse_stride[2];
 #pragma unroll
     for (int mt = 0; mt < kMTiles; ++mt) {
 #pragma unroll
       for (int hh = 0; hh < 2; ++hh) {
-        const float total = reduce_sum_lanes<4>(row_sum[mt][hh]);
-        const float inv = total > 0.0f ? 1.0f / total : 0.0f;
+        const RowResult r =
+            finalize_row(row_max[mt][hh], reduce_sum_lanes<4>(row_sum[mt][hh]), sink,
+                         args.scale_log2);
         const int row = row0 + mt * 16 + g + 8 * hh;
 #pragma unroll
         for (int dt = 0; dt < kDTiles; ++dt) {
           const std::uint32_t packed =
-              ptx::pack2<T>(o[mt][dt][2 * hh] * inv, o[mt][dt][2 * hh + 1] * inv);
+              ptx::pack2<T>(o[mt][dt][2 * hh] * r.inv, o[mt][dt][2 * hh + 1] * r.inv);
           *reinterpret_cast<std::uint32_t*>(q_rows_smem + swizzle<Cfg>(row, dt) + 4 * t) = packed;
         }
-        const std::int64_t row_global = c.m0 + row;
-        if (args.lse != nullptr && t == 0 && row_global < args.seqlen_q) {
-          args.lse[c.b * args.lse_stride[0] + c.h * args.lse_stride[1] +
-                   row_global * args.lse_stride[2]] =
-              finalize_lse(row_max[mt][hh], total, args.scale_log2);
+        const std::int64_t row_seq = c.m0 + row;
+        if (lse_gmem != nullptr && t == 0 && row_seq < c.seqlen_q) {
+          lse_gmem[row_seq * args.lse_stride[2]] = r.lse;
         }
       }
     }
     __syncwarp();
-    T* o_gmem = static_cast<T*>(args.o) + c.b * args.o_stride[0] + c.h * args.o_stride[2];
+    T* o_gmem = static_cast<T*>(args.o) + c.b * args.o_stride[0] + c.q_row0 * args.o_stride[1] +
+                c.h * args.o_stride[2];
 #pragma unroll
     for (int i = lane; i < Cfg::kWarpM * Cfg::kChunks; i += 32) {
       const int r = i / Cfg::kChunks, ch = i % Cfg::kChunks;
-      const std::int64_t row_global = c.m0 + row0 + r;
-      if (row_global < args.seqlen_q) {
+      const std::int64_t row_seq = c.m0 + row0 + r;
+      if (row_seq < c.seqlen_q) {
         const uint4 chunk =
             *reinterpret_cast<const uint4*>(q_rows_smem + swizzle<Cfg>(row0 + r, ch));
-        *reinterpret_cast<uint4*>(o_gmem + row_global * args.o_stride[1] + ch * 8) = chunk;
+        *reinterpret_cast<uint4*>(o_gmem + row_seq * args.o_stride[1] + ch * 8) = chunk;
       }
     }
   }

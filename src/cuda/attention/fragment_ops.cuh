@@ -1,0 +1,163 @@
+// The attention steps between the two matrix products, written on the accumulator layout that
+// mma.sync m16n8 C fragments and wgmma m64nN accumulators share within a warp: a lane (g = lane / 4,
+// t = lane % 4) holds, for each 16-row m-tile mt and each 8-column n-tile nt, the float4
+//   frag[mt][nt][0..1] = rows g,     columns 8 nt + 2t, 8 nt + 2t + 1
+//   frag[mt][nt][2..3] = rows g + 8, same columns
+// (a wgmma warp's 16 rows are one m-tile). The kernels call these on S (scores, raw units: see
+// score_mod.cuh) and on O; the row of a fragment is row0 + 16 mt + 8 hh, row0 being the lane's
+// first row (block start + warp start + g).
+//
+// Order per key tile: S = Q K^T; score_mod (softcap, ALiBi); mask (after the transform: softcap
+// would turn a masked -inf into -cap); softmax_update; rescale O; O += P V.
+#pragma once
+
+#include <cstdint>
+
+#include "common/mask_rule.h"
+#include "cuda/attention/online_softmax.cuh"
+#include "cuda/attention/score_mod.cuh"
+#include "cuda/primitives/fast_math.cuh"
+
+namespace flashattn::cuda {
+
+template <int kMTiles, int kNTiles>
+using Fragment = float[kMTiles][kNTiles][4];
+
+// Softcap and ALiBi on one key tile starting at key n0. ALiBi's distance i + diag - j is
+// formed per row as one float, (row + diag - n0 - 2t), and per column as a constant.
+template <int kMTiles, int kNTiles>
+__device__ __forceinline__ void score_mod_fragment(Fragment<kMTiles, kNTiles>& s,
+                                                   const ScoreMod& mod, std::int64_t row0,
+                                                   std::int64_t diag, std::int64_t n0, int t) {
+  if (mod.softcap()) {
+#pragma unroll
+    for (int mt = 0; mt < kMTiles; ++mt) {
+#pragma unroll
+      for (int nt = 0; nt < kNTiles; ++nt) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) s[mt][nt][e] = mod.apply_softcap(s[mt][nt][e]);
+      }
+    }
+  }
+  if (mod.alibi()) {
+    const float dist0 = static_cast<float>(row0 + diag - n0 - 2 * t);
+#pragma unroll
+    for (int mt = 0; mt < kMTiles; ++mt) {
+#pragma unroll
+      for (int hh = 0; hh < 2; ++hh) {
+        const float dist_row = dist0 + static_cast<float>(16 * mt + 8 * hh);
+#pragma unroll
+        for (int nt = 0; nt < kNTiles; ++nt) {
+#pragma unroll
+          for (int e = 0; e < 2; ++e) {
+            float& x = s[mt][nt][2 * hh + e];
+            x = mod.apply_alibi(x, dist_row - static_cast<float>(8 * nt + e));
+          }
+        }
+      }
+    }
+  }
+}
+
+// Scores a row does not see become -inf (MaskRule: keys left or right of its window, past
+// seqlen_k). The caller tests MaskRule::tile_needs_mask first, so only edge tiles pay. Each row's
+// visible columns of the tile are [lo, hi); the columns are then compared as small ints (64-bit
+// index math per element cost registers at the hottest point).
+template <int kMTiles, int kNTiles>
+__device__ __forceinline__ void mask_fragment(Fragment<kMTiles, kNTiles>& s, const MaskRule& rule,
+                                              std::int64_t row0, std::int64_t n0, int t) {
+  constexpr std::int64_t kCols = 8 * kNTiles;
+#pragma unroll
+  for (int mt = 0; mt < kMTiles; ++mt) {
+#pragma unroll
+    for (int hh = 0; hh < 2; ++hh) {
+      const KeyRange r = rule.row_range(row0 + 16 * mt + 8 * hh);
+      const int lo = static_cast<int>(max(std::int64_t{0}, min(r.begin - n0, kCols))) - 2 * t;
+      const int hi = static_cast<int>(max(std::int64_t{0}, min(r.end - n0, kCols))) - 2 * t;
+#pragma unroll
+      for (int nt = 0; nt < kNTiles; ++nt) {
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          const int c = 8 * nt + e;
+          if (c < lo || c >= hi) s[mt][nt][2 * hh + e] = -INFINITY;
+        }
+      }
+    }
+  }
+}
+
+// Online softmax of one tile, in place: S becomes P = exp2((S - max) * scale_log2) (float);
+// updates the running max and the per-lane partial row sums, and sets alpha, the factor O must be
+// scaled by before P V is added. Returns whether any of this lane's rows moved its max (then
+// rescale_fragment() must run before the next P V).
+//
+// Scores and the running max stay unscaled; the exponent is exp2_arg (online_softmax.cuh):
+// subtract, then scale, so the argument is <= 0 and exactly 0 at the max at any magnitude. A
+// row's 4 column pairs live on the 4 lanes of a quad, so row reductions are two shuffles.
+//
+// Lazy rescaling: a row's running max moves only when a tile's max exceeds it by more than
+// kRescaleLog2 (a factor 256) after scaling. Below that P = 2^((s - stale max) * scale_log2)
+// stays <= 256: O / row_sum is the same function (numerator and denominator share the max),
+// P's rounding to 16 bits is relative and unchanged, and row_sum stays far from float overflow
+// (256 per key). Once the max has settled, most tiles skip the O rescale: kMTiles * kDTiles * 4
+// multiplies per thread (128 at d128 in flash-sm80), about a third of the softmax phase's
+// instructions. The growth is measured after scaling, (tile_max - row_max) * scale_log2: a -inf
+// old max gives +inf (moves, alpha = 0), an all-masked tile -inf or NaN (stays).
+template <int kMTiles, int kNTiles>
+__device__ __forceinline__ bool softmax_update(Fragment<kMTiles, kNTiles>& s,
+                                               float (&row_max)[kMTiles][2],
+                                               float (&row_sum)[kMTiles][2],
+                                               float (&alpha)[kMTiles][2], float scale_log2) {
+  constexpr float kRescaleLog2 = 8.0f;
+  bool moved = false;
+#pragma unroll
+  for (int mt = 0; mt < kMTiles; ++mt) {
+#pragma unroll
+    for (int hh = 0; hh < 2; ++hh) {
+      float tile_max = -INFINITY;
+#pragma unroll
+      for (int nt = 0; nt < kNTiles; ++nt) {
+        tile_max = fmaxf(tile_max, fmaxf(s[mt][nt][2 * hh], s[mt][nt][2 * hh + 1]));
+      }
+      tile_max = reduce_max_lanes<4>(tile_max);
+      const float growth_log2 = exp2_arg(tile_max, row_max[mt][hh], scale_log2);
+      alpha[mt][hh] = 1.0f;
+      if (growth_log2 > kRescaleLog2) {
+        alpha[mt][hh] = ptx::ex2(-growth_log2);  // 0 for a -inf old max
+        row_max[mt][hh] = tile_max;
+        moved = true;
+      }
+      const float sub = safe_max(row_max[mt][hh]);
+      float p_sum = 0.0f;
+#pragma unroll
+      for (int nt = 0; nt < kNTiles; ++nt) {
+#pragma unroll
+        for (int e = 2 * hh; e < 2 * hh + 2; ++e) {
+          s[mt][nt][e] = ptx::ex2(exp2_arg(s[mt][nt][e], sub, scale_log2));
+          p_sum += s[mt][nt][e];
+        }
+      }
+      // A per-lane partial sum: alpha is the same on the quad's 4 lanes, so the lanes are
+      // summed once, at the end (finalize).
+      row_sum[mt][hh] = row_sum[mt][hh] * alpha[mt][hh] + p_sum;
+    }
+  }
+  return moved;
+}
+
+// O *= alpha (per row), skipped by the whole warp (no divergence) when no lane's max moved.
+template <int kMTiles, int kDTiles>
+__device__ __forceinline__ void rescale_fragment(Fragment<kMTiles, kDTiles>& o,
+                                                 const float (&alpha)[kMTiles][2], bool moved) {
+  if (!__any_sync(0xffffffffu, moved)) return;
+#pragma unroll
+  for (int mt = 0; mt < kMTiles; ++mt) {
+#pragma unroll
+    for (int dt = 0; dt < kDTiles; ++dt) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) o[mt][dt][e] *= alpha[mt][e / 2];
+    }
+  }
+}
+
+}  // namespace flashattn::cuda
