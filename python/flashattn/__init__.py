@@ -11,7 +11,8 @@
 Options (FlashAttention's names): softmax_scale, causal, window_size, softcap, alibi_slopes,
 sinks; varlen adds seqused_k. With PyTorch importable, the ops are also torch.ops.flashattn.fwd
 and torch.ops.flashattn.fwd_varlen (torch.compile, CUDA graphs, opcheck).
-`python -m flashattn.bench` compares the backends with PyTorch's SDPA backends. The command-line
+`python -m flashattn.bench` compares the backends with PyTorch's SDPA backends (`--variants`: each
+variant beside the dense case and FlexAttention's equivalent). The command-line
 tool comes with the package: `flashattn info` (or `python -m flashattn info`).
 
 Errors raise ValueError (bad shapes, strides, alignment, head dim, scale, option values,

@@ -4,6 +4,11 @@ Every runner reads the same BSHD tensors. flashattn's backends take them as they
 SDPA backends and FlexAttention get BHSD views of the same memory (q.transpose(1, 2)), which is
 also how FlashAttention-2 itself stores them. Causal masks coincide because seqlen_q == seqlen_k
 in the benchmark (SDPA aligns top-left, flashattn bottom-right).
+
+The variant rows (--variants) add build_variant_runners: flashattn's backends with the variant's
+option (window_size, softcap, alibi_slopes, sinks, or flash_attn_varlen_func on packed
+sequences), FlexAttention with the matching mask_mod / score_mod (_bench_variants), and for
+varlen torch's varlen_attn as "fa2". Block masks are built here, before anything is timed.
 """
 from __future__ import annotations
 
@@ -33,9 +38,48 @@ def flashattn_cuda_backends(include_naive: bool = False) -> list:
             if b.device == "cuda" and b.usable and (include_naive or b.name != "naive")]
 
 
-def flashattn_runner(name: str, q, k, v, causal: bool) -> Callable:
+def flashattn_runner(name: str, q, k, v, causal: bool, **options) -> Callable:
+    """flash_attn_func on this backend; options: the variant's keywords (window_size, softcap,
+    alibi_slopes, sinks), none for the dense grid."""
     def run():
-        return flashattn.flash_attn_func(q, k, v, causal=causal, backend=name)
+        return flashattn.flash_attn_func(q, k, v, causal=causal, backend=name, **options)
+    return run
+
+
+def flashattn_varlen_runner(name: str, q, k, v, cu_seqlens, max_seqlen: int,
+                            causal: bool) -> Callable:
+    """flash_attn_varlen_func on packed (total, heads, head_dim) tensors, queries and keys of
+    every sequence alike (cu_seqlens_q = cu_seqlens_k, an int32 tensor on q's device)."""
+    max_seqlen = int(max_seqlen)
+
+    def run():
+        return flashattn.flash_attn_varlen_func(q, k, v, cu_seqlens, cu_seqlens, max_seqlen,
+                                                max_seqlen, causal=causal, backend=name)
+    return run
+
+
+def fa2_varlen_runner(q, k, v, cu_seqlens, max_seqlen: int, causal: bool) -> Callable:
+    """torch.nn.attention.varlen.varlen_attn (FlashAttention-2's varlen kernel) on the packed
+    tensors. Its keywords changed between torch versions (is_causal, later window_size = (-1, 0)
+    for causal): the signature decides."""
+    import inspect
+
+    try:
+        from torch.nn.attention.varlen import varlen_attn
+    except ImportError:
+        raise RuntimeError("this torch has no torch.nn.attention.varlen.varlen_attn") from None
+    params = inspect.signature(varlen_attn).parameters
+    kwargs = {}
+    if "is_causal" in params:
+        kwargs["is_causal"] = causal
+    elif "window_size" in params:
+        kwargs["window_size"] = (-1, 0) if causal else (-1, -1)
+    elif causal:
+        raise RuntimeError("varlen_attn takes neither is_causal nor window_size here")
+    max_seqlen = int(max_seqlen)
+
+    def run():
+        return varlen_attn(q, k, v, cu_seqlens, cu_seqlens, max_seqlen, max_seqlen, **kwargs)
     return run
 
 
@@ -59,7 +103,13 @@ def sdpa_runner(peer: str, q, k, v, causal: bool) -> Callable:
 class FlexCompiler:
     """One torch.compile'd flex_attention for the whole run. dynamic=True compiles once per head
     dim and mask kind rather than once per shape (minutes saved over the grid); static=True
-    compiles per shape."""
+    compiles per shape (the variant table: a few shapes, and the constants its score_mods and
+    mask_mods close over, such as the softcap or the window's edges, stay constants).
+
+    runner() takes the variant's FlexAttention pieces: a mask_mod (made into a block mask here,
+    outside the timed region), a score_mod (torch.compile-friendly: tensors it reads, such as
+    the ALiBi slopes, are closed over), and sinks, which Flex does not have: it then returns the
+    LSE as well and one compiled epilogue rescales O by 1 / (1 + exp(sink - lse))."""
 
     def __init__(self, static: bool = False):
         from torch.nn.attention.flex_attention import create_block_mask, flex_attention
@@ -72,20 +122,80 @@ class FlexCompiler:
         self._create_block_mask = create_block_mask
         self._flex = torch.compile(flex_attention, dynamic=not static)
         self.mode = "static shapes" if static else "dynamic=True"
+        try:  # torch >= 2.9 returns the LSE through return_aux; return_lse is deprecated there
+            from torch.nn.attention.flex_attention import AuxRequest
+        except ImportError:
+            AuxRequest = None
+        self._aux_request = AuxRequest
+        self._epilogue = None
+        self.notes: list = []  # what the header should say (e.g. the sinks epilogue ran eagerly)
 
-    def runner(self, q, k, v, causal: bool) -> Callable:
+    def block_mask(self, mask_mod, q_len: int, kv_len: int, device):
+        return self._create_block_mask(mask_mod, None, None, q_len, kv_len, device=device)
+
+    def runner(self, q, k, v, causal: bool, *, mask_mod=None, score_mod=None,
+               sinks=None) -> Callable:
+        """BSHD q, k, v (BHSD views are taken). mask_mod, when given, is the whole mask (causal
+        must then be False: put causality into it)."""
         qt, kt, vt = (x.transpose(1, 2) for x in (q, k, v))
+        if mask_mod is not None and causal:
+            raise ValueError("FlexCompiler.runner: a mask_mod is the whole mask; causal must be "
+                             "False with it")
         block_mask = None
         if causal:
             def causal_mask(b, h, q_idx, kv_idx):
                 return q_idx >= kv_idx
-            block_mask = self._create_block_mask(causal_mask, None, None, q.shape[1], k.shape[1],
-                                                 device=q.device)
+            block_mask = self.block_mask(causal_mask, q.shape[1], k.shape[1], q.device)
+        elif mask_mod is not None:
+            block_mask = self.block_mask(mask_mod, q.shape[1], k.shape[1], q.device)
         gqa = q.shape[2] != k.shape[2]
+        kwargs = {"block_mask": block_mask, "enable_gqa": gqa}
+        if score_mod is not None:
+            kwargs["score_mod"] = score_mod
+        if sinks is None:
+            def run():
+                return self._flex(qt, kt, vt, **kwargs)
+            return run
 
-        def run():
-            return self._flex(qt, kt, vt, block_mask=block_mask, enable_gqa=gqa)
+        epilogue = self._sinks_epilogue()
+        if self._aux_request is not None:
+            aux = self._aux_request(lse=True)
+
+            def run():
+                out, extra = self._flex(qt, kt, vt, return_aux=aux, **kwargs)
+                return epilogue(out, extra.lse, sinks)
+        else:
+            def run():
+                out, lse = self._flex(qt, kt, vt, return_lse=True, **kwargs)
+                return epilogue(out, lse, sinks)
         return run
+
+    def _sinks_epilogue(self) -> Callable:
+        """O * (1 / (1 + exp(sink - lse))) in float32, rounded once to O's dtype: torch.compile'd
+        (one fused pass over O); if that compile fails, the same math eagerly (and a note)."""
+        if self._epilogue is not None:
+            return self._epilogue
+        import torch
+
+        from ._bench_variants import sink_factor
+
+        def eager(out, lse, sinks):
+            return (out.float() * sink_factor(lse, sinks, torch.exp).unsqueeze(-1)).to(out.dtype)
+
+        compiled = torch.compile(eager, dynamic=False)
+        state = {"fn": compiled}
+
+        def epilogue(out, lse, sinks):
+            if state["fn"] is compiled:
+                try:
+                    return compiled(out, lse, sinks)
+                except Exception as e:  # compile trouble: the same math, eagerly; say so
+                    state["fn"] = eager
+                    self.notes.append("flex sinks: the epilogue did not compile, it runs "
+                                      f"eagerly ({one_line(e)})")
+            return state["fn"](out, lse, sinks)
+        self._epilogue = epilogue
+        return epilogue
 
 
 def build_runners(names, q, k, v, causal: bool, flex: Optional[FlexCompiler]) -> tuple:
@@ -105,6 +215,83 @@ def build_runners(names, q, k, v, causal: bool, flex: Optional[FlexCompiler]) ->
         except Exception as e:  # a backend that cannot be set up for this cell: say why
             not_available[name] = one_line(e)
     return runners, not_available
+
+
+def variant_options(cell, side: dict) -> dict:
+    """flash_attn_func's keywords for a VariantCell (dense: none); side: the device tensors
+    alibi_slopes and sinks."""
+    if cell.variant == "window":
+        return {"window_size": tuple(cell.window)}
+    if cell.variant == "softcap":
+        return {"softcap": float(cell.softcap)}
+    if cell.variant == "alibi":
+        return {"alibi_slopes": side["alibi_slopes"]}
+    if cell.variant == "sinks":
+        return {"sinks": side["sinks"]}
+    return {}
+
+
+def build_variant_runners(cell, ours, peers, inputs: dict, side: dict,
+                          flex: Optional[FlexCompiler]) -> tuple:
+    """({name: runner}, {name: why not}, {name: output layout}) for one VariantCell. inputs:
+    {"q", "k", "v"} BSHD, or for varlen packed (total, heads, head_dim) with "cu_seqlens" (int32
+    on the device), "max_seqlen" and "doc" (the token -> sequence ids, int32 on the device).
+    Layouts: "bshd" (ours and fa2 dense), "bhsd" (SDPA and Flex), "packed" (ours and fa2 varlen),
+    "bhsd-packed" (Flex on the packed tokens as one sequence)."""
+    import torch
+
+    from . import _bench_variants as bv
+
+    runners: Dict[str, Callable] = {}
+    not_available: Dict[str, str] = {}
+    layouts: Dict[str, str] = {}
+    q, k, v = inputs["q"], inputs["k"], inputs["v"]
+    varlen = cell.variant == "varlen"
+    for name in list(ours) + list(peers):
+        try:
+            if name in ours:
+                if varlen:
+                    runners[name] = flashattn_varlen_runner(
+                        name, q, k, v, inputs["cu_seqlens"], inputs["max_seqlen"], cell.causal)
+                    layouts[name] = "packed"
+                else:
+                    runners[name] = flashattn_runner(name, q, k, v, cell.causal,
+                                                     **variant_options(cell, side))
+                    layouts[name] = "bshd"
+            elif name == bv.FLEX:
+                if flex is None:
+                    raise RuntimeError("FlexAttention did not compile (see the header)")
+                if cell.variant == "dense":
+                    runners[name] = flex.runner(q, k, v, cell.causal)
+                elif cell.variant == "window":
+                    runners[name] = flex.runner(q, k, v, False,
+                                                mask_mod=bv.window_mask_mod(*cell.window))
+                elif cell.variant == "softcap":
+                    runners[name] = flex.runner(
+                        q, k, v, cell.causal, score_mod=bv.softcap_score_mod(cell.softcap,
+                                                                             torch.tanh))
+                elif cell.variant == "alibi":
+                    runners[name] = flex.runner(
+                        q, k, v, cell.causal, score_mod=bv.alibi_score_mod(side["alibi_slopes"]))
+                elif cell.variant == "sinks":
+                    runners[name] = flex.runner(q, k, v, cell.causal, sinks=side["sinks"])
+                elif varlen:
+                    runners[name] = flex.runner(
+                        q[None], k[None], v[None], False,
+                        mask_mod=bv.document_mask_mod(inputs["doc"], cell.causal))
+                layouts[name] = "bhsd-packed" if varlen else "bhsd"
+            elif varlen and name == "fa2":
+                runners[name] = fa2_varlen_runner(q, k, v, inputs["cu_seqlens"],
+                                                  inputs["max_seqlen"], cell.causal)
+                layouts[name] = "packed"
+            elif cell.variant == "dense" and name in PEERS:
+                runners[name] = sdpa_runner(name, q, k, v, cell.causal)
+                layouts[name] = "bhsd"
+            else:
+                raise RuntimeError(f"{name} cannot express the {cell.variant} variant")
+        except Exception as e:  # a backend that cannot be set up for this row: say why
+            not_available[name] = one_line(e)
+    return runners, not_available, layouts
 
 
 def one_line(e: BaseException, limit: int = 160) -> str:

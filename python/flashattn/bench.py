@@ -16,6 +16,32 @@ geometric mean over the cells.
     python -m flashattn.bench --head-dims 128 --seqlens 2k,16k --causal yes --check
     python -m flashattn.bench --json out.json --plot out.png
     python -m flashattn.bench --batch 2 --heads 32 --kv-heads 4 --seqlens 4k --no-gqa --dtype fp16
+
+Variants (--variants): each attention variant beside the dense case and beside torch's
+equivalent, same process, same inputs, same timing. Default: bf16, d128, 16 heads (2048 /
+head_dim), batch 1 x 16k tokens (batch = --tokens / seqlen), causal off and on, rows:
+  dense             the reference rows; peers cuDNN, FA2, memory-efficient, Flex
+  window (1024, 0)  window_size = (left, right) (--window); Flex with a sliding-window block mask;
+                    compared with the causal dense row when right = 0 (SDPA has no windows)
+  softcap 30        softcap (--softcap); Flex with score_mod cap * tanh(score / cap)
+  alibi             alibi_slopes 2^(-8 i / heads); Flex with score_mod score - slope * |i - j|
+  sinks             one float32 logit per head; Flex has no sinks: flex_attention with its LSE,
+                    then O / (1 + exp(sink - lse)), timed as one runner with that correction
+  varlen 32 seqs    flash_attn_varlen_func on 32 sequences of random lengths (seeded) summing to
+                    32k tokens (--varlen 32x32k, or a list of lengths); Flex with a document
+                    block mask, and torch's varlen_attn (FA2) where torch has it
+TFLOP/s count each row's real FLOPs (a window only the (query, key) pairs it keeps, exactly;
+varlen the sum of len^2 over its sequences, halved for causal), so they compare with the dense
+row's; each row also shows its time and TFLOP/s relative to the same backend's dense row and our
+speed relative to Flex. A backend that does not implement a variant shows "unsupported: <why>".
+--check compares every output with a float64 reference of that variant (the library's, on the
+last --check-rows query rows) and ours with Flex's.
+
+    python -m flashattn.bench --variants                        # the default variant table
+    python -m flashattn.bench --variants --head-dims 128 --seqlens 16k --check --json v.json
+    python -m flashattn.bench --variants window,softcap --window 1024,0 --window 256,256
+    python -m flashattn.bench --variants softcap,alibi --softcap 30,50 --causal yes
+    python -m flashattn.bench --variants varlen --varlen 64x64k --backends flash-sm80,flex,fa2
 """
 from __future__ import annotations
 
@@ -24,11 +50,13 @@ import datetime
 import json
 import math
 import sys
+import textwrap
 from dataclasses import asdict, dataclass
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Tuple
 
 import flashattn
 
+from . import _bench_variants as bv
 from ._bench_runners import PEER_DESCRIPTIONS, PEERS
 
 DEFAULT_HEAD_DIMS = [64, 128, 256]
@@ -81,10 +109,11 @@ def parse_args(argv: Optional[List[str]]) -> argparse.Namespace:
         epilog="Peers: " + "; ".join(f"{k} = {v}" for k, v in PEER_DESCRIPTIONS.items()),
         formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--dtype", choices=list(DTYPES), default="bf16", help="default: bf16")
-    p.add_argument("--head-dims", type=int_list, default=DEFAULT_HEAD_DIMS, metavar="LIST",
-                   help="default: 64,128,256")
-    p.add_argument("--seqlens", type=int_list, default=DEFAULT_SEQLENS, metavar="LIST",
-                   help="seqlen_q = seqlen_k values, 1k = 1024 (default: 512,1k,2k,4k,8k,16k)")
+    p.add_argument("--head-dims", type=int_list, default=None, metavar="LIST",
+                   help="default: 64,128,256 (--variants: 128)")
+    p.add_argument("--seqlens", type=int_list, default=None, metavar="LIST",
+                   help="seqlen_q = seqlen_k values, 1k = 1024 (default: 512,1k,2k,4k,8k,16k; "
+                        "--variants: 16k)")
     p.add_argument("--causal", choices=["both", "yes", "no"], default="both",
                    help="default: both")
     p.add_argument("--tokens", type=int, default=DEFAULT_TOKENS,
@@ -95,8 +124,8 @@ def parse_args(argv: Optional[List[str]]) -> argparse.Namespace:
                    help=f"query heads (default {DEFAULT_HEAD_BUDGET} / head_dim)")
     p.add_argument("--kv-heads", type=int, default=None, help="kv heads (default: --heads)")
     p.add_argument("--no-gqa", action="store_true",
-                   help=f"leave out the GQA cells ({GQA_HEADS}/{GQA_KV_HEADS} heads, "
-                        f"d{GQA_HEAD_DIM}, batch {GQA_BATCH})")
+                   help=f"the dense grid: leave out the GQA cells ({GQA_HEADS}/{GQA_KV_HEADS} "
+                        f"heads, d{GQA_HEAD_DIM}, batch {GQA_BATCH})")
     p.add_argument("--gqa-seqlens", type=int_list, default=DEFAULT_GQA_SEQLENS, metavar="LIST",
                    help="default: 8k,16k,32k")
     p.add_argument("--backends", default=None, metavar="LIST",
@@ -108,10 +137,25 @@ def parse_args(argv: Optional[List[str]]) -> argparse.Namespace:
     p.add_argument("--check", action="store_true",
                    help="also report each backend's max error against a float64 reference")
     p.add_argument("--check-rows", type=int, default=256,
-                   help="query rows checked: the last ones, batch 0, every head (default: 256)")
+                   help="query rows checked: the last ones, batch 0, every head (--variants: "
+                        "varlen's longest sequence) (default: 256)")
     p.add_argument("--flex-static", action="store_true",
                    help="compile FlexAttention per shape (default: dynamic=True, one compile per "
                         "head dim and mask)")
+    p.add_argument("--variants", nargs="?", const="all", default=None, metavar="LIST",
+                   help="time the variant table instead of the grid: all (the default with no "
+                        "LIST) or a comma list of " + ",".join(bv.VARIANTS) + " (dense is "
+                        "always there: the reference rows)")
+    p.add_argument("--window", action="append", default=None, metavar="LEFT,RIGHT",
+                   help="--variants: a window_size row, -1 unbounded (write --window=-1,8 when "
+                        "LEFT is negative); repeat for more (default: "
+                        f"{bv.DEFAULT_WINDOW[0]},{bv.DEFAULT_WINDOW[1]})")
+    p.add_argument("--softcap", default=None, metavar="LIST",
+                   help=f"--variants: softcap values (default: {bv.DEFAULT_SOFTCAP:g})")
+    p.add_argument("--varlen", nargs="?", const=bv.DEFAULT_VARLEN, default=None, metavar="SPEC",
+                   help="--variants: COUNTxTOTAL sequences of random lengths (seeded by --seed) "
+                        "or a comma list of lengths (default: 32x32k; heads and head dims as "
+                        "the other rows)")
     p.add_argument("--device", type=int, default=0, help="CUDA device index (default: 0)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--json", metavar="FILE", help="write every cell and the summary as JSON")
@@ -119,6 +163,7 @@ def parse_args(argv: Optional[List[str]]) -> argparse.Namespace:
     args = p.parse_args(argv)
     if args.repeats < 1 or args.warmup < 0:
         p.error("--repeats must be >= 1 and --warmup >= 0")
+    parse_variant_args(p, args)
     if args.plot:
         import importlib.util
 
@@ -131,6 +176,43 @@ def parse_args(argv: Optional[List[str]]) -> argparse.Namespace:
         if unknown:
             p.error(f"unknown backend(s) {', '.join(unknown)}; known: {', '.join(known)}")
     return args
+
+
+def parse_variant_args(p: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """Resolves the mode's defaults (head dims, seqlens) and the variant options: args.variants
+    (a list, or None for the dense grid), args.windows, args.softcaps, args.varlen_lengths.
+    A variant option without --variants, or for a variant not chosen, is an error: no option
+    goes unread."""
+    variant_flags = {"--window": args.window, "--softcap": args.softcap,
+                     "--varlen": args.varlen}
+    if args.variants is None:
+        given = [flag for flag, value in variant_flags.items() if value is not None]
+        if given:
+            p.error(f"{', '.join(given)} belong(s) to the variant table: add --variants")
+        args.head_dims = args.head_dims or DEFAULT_HEAD_DIMS
+        args.seqlens = args.seqlens or DEFAULT_SEQLENS
+        args.windows, args.softcaps, args.varlen_lengths = [], [], None
+        return
+    try:
+        args.variants = bv.parse_variants(args.variants)
+        args.windows = ([bv.parse_window(w) for w in args.window] if args.window
+                        else [bv.DEFAULT_WINDOW])
+        args.softcaps = (bv.parse_softcaps(args.softcap) if args.softcap is not None
+                         else [bv.DEFAULT_SOFTCAP])
+        args.varlen_lengths = bv.parse_varlen(args.varlen or bv.DEFAULT_VARLEN, args.seed)
+    except ValueError as e:
+        p.error(str(e))
+    for flag, variant in (("--window", "window"), ("--softcap", "softcap"),
+                          ("--varlen", "varlen")):
+        if variant_flags[flag] is not None and variant not in args.variants:
+            p.error(f"{flag} is given but {variant} is not among --variants "
+                    f"({','.join(args.variants)})")
+    if args.plot:
+        p.error("--plot draws the dense grid; the variant table has none (use --json)")
+    args.head_dims = args.head_dims or bv.DEFAULT_VARIANT_HEAD_DIMS
+    args.seqlens = args.seqlens or bv.DEFAULT_VARIANT_SEQLENS
+    if any(n < 1 for n in args.head_dims + args.seqlens):
+        p.error("--head-dims and --seqlens must be >= 1")
 
 
 def build_grid(args: argparse.Namespace) -> List[Cell]:
@@ -296,6 +378,225 @@ def check_table(rows: List[dict], names: List[str], check_rows: int) -> List[str
     return lines
 
 
+# ---- the variant table ----
+
+CAUSAL_MODES = {"both": [False, True], "yes": [True], "no": [False]}
+
+
+def build_variant_grid(args: argparse.Namespace) -> List["bv.VariantCell"]:
+    return bv.build_variant_cells(args.variants, args.head_dims, args.seqlens,
+                                  CAUSAL_MODES[args.causal], args.windows, args.softcaps,
+                                  args.varlen_lengths, args.batch, args.tokens, args.heads,
+                                  args.kv_heads)
+
+
+def make_variant_inputs(cell: "bv.VariantCell", dtype, device, seed: int) -> dict:
+    """{"q", "k", "v"}: dense BSHD (make_inputs), or varlen packed (total, heads, head_dim) with
+    "cu_seqlens" (int32), "max_seqlen" and "doc" (int32 token -> sequence ids) on the device."""
+    import torch
+
+    if cell.variant != "varlen":
+        q, k, v = make_inputs(Cell(cell.hd, cell.causal, cell.L, cell.B, cell.H, cell.KVH), dtype,
+                              device, seed)
+        return {"q": q, "k": k, "v": v}
+    g = torch.Generator(device=device).manual_seed(seed)
+    total = cell.total
+    shapes = ((total, cell.H, cell.hd), (total, cell.KVH, cell.hd), (total, cell.KVH, cell.hd))
+    q, k, v = (torch.randn(s, generator=g, device=device).add_(0.5).to(dtype) for s in shapes)
+    return {"q": q, "k": k, "v": v,
+            "cu_seqlens": torch.tensor(bv.cu_seqlens(cell.lengths), dtype=torch.int32,
+                                       device=device),
+            "max_seqlen": max(cell.lengths),
+            "doc": torch.tensor(bv.document_ids(cell.lengths), dtype=torch.int32, device=device)}
+
+
+def variant_side(cell: "bv.VariantCell", device, seed: int) -> Tuple[dict, dict]:
+    """(device tensors, their values for the JSON): the ALiBi slopes and the sink logits, float32
+    (heads), for the rows that use them."""
+    import torch
+
+    values = {}
+    if cell.variant == "alibi":
+        values["alibi_slopes"] = bv.alibi_slopes(cell.H)
+    if cell.variant == "sinks":
+        values["sinks"] = bv.sink_logits(cell.H, cell.L, seed)
+    tensors = {n: torch.tensor(x, dtype=torch.float32, device=device) for n, x in values.items()}
+    return tensors, values
+
+
+def output_slice(out, layout: str, cell: "bv.VariantCell", rows: slice):
+    """The checked query rows of one output as (1, rows, heads, head_dim): batch 0's `rows` for
+    the dense layouts, packed rows `rows` for varlen."""
+    if layout == "bshd":
+        return out[:1, rows]
+    if layout == "bhsd":
+        return out.transpose(1, 2)[:1, rows]
+    if layout == "packed":
+        return out[rows][None]
+    if layout == "bhsd-packed":
+        return out.transpose(1, 2)[0, rows][None]
+    raise ValueError(f"unknown output layout {layout!r}")
+
+
+def variant_reference(cell: "bv.VariantCell", q, k, v, side_values: dict):
+    """float64 O of the variant (_reference.attention_numpy, the library's semantics) for q
+    (1, r, heads, d) against k, v (1, sk, kv_heads, d): the last r query rows of a sequence of sk
+    (bottom-right alignment keeps the causal edge, the window and the ALiBi distances exact).
+    One head at a time: S is r * sk float64 values."""
+    import numpy as np
+
+    from ._reference import attention_numpy
+
+    q64, k64, v64 = (x.double().cpu().numpy() for x in (q, k, v))
+    heads, kv_heads = q64.shape[2], k64.shape[2]
+    group = heads // kv_heads
+    slopes = side_values.get("alibi_slopes")
+    sinks = side_values.get("sinks")
+    options = {}
+    if cell.variant == "window":
+        options["window_size"] = tuple(cell.window)
+    if cell.variant == "softcap":
+        options["softcap"] = cell.softcap
+    out = np.empty(q64.shape, dtype=np.float64)
+    for h in range(heads):
+        g = h // group
+        o, _ = attention_numpy(
+            q64[:, :, h:h + 1], k64[:, :, g:g + 1], v64[:, :, g:g + 1], causal=cell.causal,
+            alibi_slopes=None if slopes is None else np.asarray(slopes[h:h + 1], np.float32),
+            sinks=None if sinks is None else np.asarray(sinks[h:h + 1], np.float32), **options)
+        out[:, :, h] = o[:, :, 0]
+    return out
+
+
+def check_variant(cell: "bv.VariantCell", inputs: dict, runners: dict, layouts: dict,
+                  side_values: dict, rows: int, ours: List[str], dtype) -> dict:
+    """{"max_abs_err": {name: max|O - O_ref|}, "floor": the dtype's rounding of O_ref,
+    "vs_flex": {ours: max|O - O_flex|}, "rows": r}: batch 0's last r query rows (varlen: the
+    longest sequence's), every head."""
+    import numpy as np
+    import torch
+
+    q, k, v = inputs["q"], inputs["k"], inputs["v"]
+    if cell.variant == "varlen":
+        b = max(range(len(cell.lengths)), key=lambda i: cell.lengths[i])
+        start = sum(cell.lengths[:b])
+        end = start + cell.lengths[b]
+        r = min(rows, cell.lengths[b])
+        sel = slice(end - r, end)
+        ref = variant_reference(cell, q[sel][None], k[start:end][None], v[start:end][None],
+                                side_values)
+    else:
+        r = min(rows, cell.L)
+        sel = slice(cell.L - r, cell.L)
+        ref = variant_reference(cell, q[:1, sel], k[:1], v[:1], side_values)
+    rounded = torch.from_numpy(ref).to(dtype).double().numpy()
+    result = {"rows": r, "floor": float(np.abs(rounded - ref).max()), "max_abs_err": {},
+              "vs_flex": {}}
+    outs = {}
+    for name, run in runners.items():
+        try:
+            outs[name] = output_slice(run(), layouts[name], cell, sel).double().cpu().numpy()
+        except Exception:  # it ran while timed; if it fails now, the check table leaves it out
+            continue
+        err = float(np.abs(outs[name] - ref).max())
+        result["max_abs_err"][name] = err if math.isfinite(err) else float("inf")
+    if bv.FLEX in outs:
+        for name in ours:
+            if name in outs:
+                d = float(np.abs(outs[name] - outs[bv.FLEX]).max())
+                result["vs_flex"][name] = d if math.isfinite(d) else float("inf")
+    return result
+
+
+def run_variant_row(cell: "bv.VariantCell", ours: List[str], peers: List[str], inputs: dict,
+                    args, dtype, device, flusher, flex, seed: int) -> dict:
+    """Times one variant row as run_cell times a cell (warm-up, round-robin, medians, L2
+    flushed) and returns its JSON row (without the ratios). seed: the sink logits'."""
+    from ._bench_runners import build_variant_runners
+    from ._bench_timing import time_round_robin, warm_up
+
+    row_peers = [p for p in peers if p in bv.VARIANT_PEERS[cell.variant]]
+    side, side_values = variant_side(cell, device, seed)
+    runners, not_available, layouts = build_variant_runners(cell, ours, row_peers, inputs, side,
+                                                            flex)
+    not_available.update(warm_up(runners, max(1, args.warmup)))
+    runners = {n: r for n, r in runners.items() if n not in not_available}
+    ms, failed = time_round_robin(runners, args.repeats, flusher) if runners else ({}, {})
+    not_available.update(failed)
+    runners = {n: r for n, r in runners.items() if n not in failed}
+    row = bv.row_record(cell, list(ours) + row_peers, ms, not_available)
+    row["params"].update(side_values)
+    row["peers"] = row_peers
+    if args.check:
+        try:
+            row["check"] = check_variant(cell, inputs, runners, layouts, side_values,
+                                         args.check_rows, ours, dtype)
+        except Exception as e:  # e.g. out of host memory for the reference: say so, go on
+            from ._bench_runners import one_line
+
+            row["check"] = {"error": one_line(e)}
+    return row
+
+
+def run_variants(args, names: List[str], dtype, device, flex, flex_note: str, meta: dict,
+                 flusher) -> int:
+    """The variant table: every row timed, printed as it finishes; then the summary, the check
+    table (--check) and the JSON (--json)."""
+    ours = [n for n in names if n not in PEERS]
+    peers = [n for n in names if n in PEERS]
+    cells = build_variant_grid(args)
+    meta.update({"mode": "variants", "flops": bv.VARIANT_FLOP_CONVENTION,
+                 "ratios": bv.RATIO_NOTES, "variants": args.variants,
+                 "descriptions": {v: bv.VARIANT_DESCRIPTIONS[v] for v in args.variants},
+                 "variant_peers": {v: [p for p in peers if p in bv.VARIANT_PEERS[v]]
+                                   for v in args.variants},
+                 "seed": args.seed})
+    print(f"flashattn.bench --variants: {meta['device']}, torch {meta['torch']}, cuDNN "
+          f"{meta['cudnn']}, flashattn {meta['flashattn']}, {args.dtype}, {len(cells)} rows")
+    wrap = textwrap.TextWrapper(width=100, subsequent_indent="    ")
+    print(wrap.fill(bv.VARIANT_FLOP_CONVENTION))
+    print(wrap.fill(bv.RATIO_NOTES))
+    print(wrap.fill(f"Median of {args.repeats} CUDA-event timings per backend and row after "
+                    f"{args.warmup} warm-up runs, L2 flushed before each; backends alternate "
+                    "within a row; one set of random inputs per shape, shared by its rows"))
+    for v in args.variants:
+        row_peers = meta["variant_peers"][v]
+        print(wrap.fill(f"  {v}: {bv.VARIANT_DESCRIPTIONS[v]} [peers: "
+                        f"{', '.join(row_peers) or 'none'}]"))
+    if flex_note:
+        print(flex_note)
+    print()
+    print(bv.TABLE_HEADER)
+    rows: List[dict] = []
+    inputs_key, inputs = None, None
+    for i, cell in enumerate(cells):
+        if cell.shape_key() != inputs_key:
+            inputs = None  # free the previous shape's tensors first
+            inputs_key = cell.shape_key()
+            inputs = make_variant_inputs(cell, dtype, device, seed=args.seed + i)
+        row = run_variant_row(cell, ours, peers, inputs, args, dtype, device, flusher, flex,
+                              seed=args.seed)
+        bv.add_ratios(row, rows, ours)
+        rows.append(row)
+        print("\n".join(bv.table_lines(row)), flush=True)
+    inputs = None
+    totals = bv.variant_summary(rows, ours)
+    print()
+    print("\n".join(bv.summary_lines(totals)))
+    notes = (flex.notes if flex is not None else [])
+    if notes:
+        meta["notes"] = list(notes)
+        print("\n".join(notes))
+    if args.check:
+        print()
+        print("\n".join(bv.check_lines(rows, args.check_rows)))
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"meta": meta, "rows": rows, "summary": totals}, f, indent=1)
+        print(f"\nwrote {args.json}")
+    return 0
+
+
 # ---- main ----
 
 def main(argv: Optional[List[str]] = None) -> int:
@@ -324,12 +625,12 @@ def main(argv: Optional[List[str]] = None) -> int:
     flex, flex_note = None, ""
     if "flex" in names:
         try:
-            flex = FlexCompiler(static=args.flex_static)
+            # The variant table compiles per shape: few shapes, and the constants its score_mods
+            # and mask_mods close over stay constants.
+            flex = FlexCompiler(static=args.flex_static or args.variants is not None)
             flex_note = f"flex: torch.compile(flex_attention), {flex.mode}"
         except Exception as e:
             flex_note = f"flex: n/a ({one_line(e)})"
-    grid = build_grid(args)
-
     meta = {
         "device": torch.cuda.get_device_name(device), "torch": torch.__version__,
         "cudnn": torch.backends.cudnn.version(), "flashattn": flashattn.__version__,
@@ -338,6 +639,9 @@ def main(argv: Optional[List[str]] = None) -> int:
         "argv": sys.argv[1:] if argv is None else list(argv),
         "date": datetime.datetime.now().isoformat(timespec="seconds"),
     }
+    if args.variants is not None:
+        return run_variants(args, names, dtype, device, flex, flex_note, meta, L2Flusher(device))
+    grid = build_grid(args)
     print(f"flashattn.bench: {meta['device']}, torch {meta['torch']}, cuDNN {meta['cudnn']}, "
           f"flashattn {meta['flashattn']}, {args.dtype}, {len(grid)} cells")
     print(FLOP_CONVENTION + "; (r.rrx) = ratio to cuDNN in the same cell")
