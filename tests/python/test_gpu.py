@@ -258,6 +258,10 @@ def refused_or_raise(error, backend, options):
     message = str(error)
     used = [VARIANT_WORDS[name] for name in options if name in VARIANT_WORDS]
     refusal = re.search(r'backend "[^"]+" does not implement (.+?)(;|$)', message)
+    if refusal is None and backend != "auto" and message.startswith("unsupported: "):
+        # A backend that implements the variants but not these params otherwise (flash-sm80
+        # and fp32): the same skip as skip_if_not_applicable's.
+        pytest.skip(f"{backend}: {message}")
     explicit = message.startswith("unsupported: ") and backend != "auto"
     auto = backend == "auto" and message.startswith(
         'backend_unavailable: backend = "auto" found no usable backend for cuda tensors')
