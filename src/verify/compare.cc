@@ -85,6 +85,25 @@ double lse_bound(const ReferenceOutputs& ref, double baseline_lse_error) {
          kLseUlps * kFloat32Epsilon * max_abs_finite(ref.lse);
 }
 
+double baseline_bound(const ReferenceOutputs& ref, DType dtype) {
+  double max_spacing = 0.0;
+  for (double r : ref.out) {
+    if (std::isfinite(r)) max_spacing = std::max(max_spacing, dtype_spacing(r, dtype));
+  }
+  const double max_ref = max_abs_finite(ref.out);
+  if (max_ref == 0.0) return 0.0;
+  const double float32_sides = ref.is_fp32 ? 2.0 : 1.0;
+  const double float32_noise =
+      kFloat32Epsilon * max_ref * (kBaselineSumUlps + kBaselineScoreUlps * max_abs_finite(ref.lse));
+  return kBaselineRoundingUlps * max_spacing + float32_sides * float32_noise;
+}
+
+double baseline_lse_bound(const ReferenceOutputs& ref) {
+  const double float32_sides = ref.is_fp32 ? 2.0 : 1.0;
+  return VerifyReport::kLseTolerance +
+         float32_sides * kBaselineLseUlps * kFloat32Epsilon * max_abs_finite(ref.lse);
+}
+
 OutputDims output_dims(const ProblemShape& shape) {
   OutputDims dims{shape.batch, shape.seqlen_q, shape.heads, shape.head_dim};
   if (shape.varlen()) {
@@ -240,7 +259,10 @@ void judge(const OutputDims& dims, DType dtype, const HostOutputs& result,
   }
   r.atol = rounding_atol(ref, dtype);
   r.score_noise = score_noise_atol(ref);
-  r.baseline_error = error_stats(dims, baseline_checked, ref, kInf, kInf);
+  r.baseline_bound = baseline_bound(ref, dtype);
+  r.baseline_lse_bound = baseline_lse_bound(ref);
+  r.baseline_error =
+      error_stats(dims, baseline_checked, ref, r.baseline_bound, r.baseline_lse_bound);
   r.max_abs_bound = 2.0 * r.baseline_error.max_abs + r.atol;
   r.mean_abs_bound = 1.5 * r.baseline_error.mean_abs + r.atol / 4.0;
   r.lse_bound = lse_bound(ref, r.baseline_error.lse_max_abs);
@@ -248,6 +270,38 @@ void judge(const OutputDims& dims, DType dtype, const HostOutputs& result,
   r.unwritten = count_unwritten(result_checked, dtype);
 
   r.failures.clear();
+  // The baseline first: a backend is never passed against a baseline that is itself off.
+  const ErrorStats& b = r.baseline_error;
+  const std::string base_name = "baseline " + (r.baseline.empty() ? "" : r.baseline + " ");
+  const std::string base_at =
+      b.first_bad.empty() ? "" : " first at " + index_string(b.first_bad, "bshd");
+  const std::string base_lse_at =
+      b.first_bad_lse.empty() ? "" : " first at " + index_string(b.first_bad_lse, "bhs");
+  const std::string fixed = ref.is_fp32 ? " (fixed, against a float32 reference)" : " (fixed)";
+  const std::size_t before_baseline = r.failures.size();
+  if (b.max_abs > r.baseline_bound) {
+    r.failures.push_back(base_name + "is itself off: max|O_base - O_ref| = " + fmt(b.max_abs) +
+                         " > bound " + fmt(r.baseline_bound) + fixed + base_at);
+  }
+  if (b.nonfinite > 0) {
+    r.failures.push_back(base_name + "is itself off: " + std::to_string(b.nonfinite) +
+                         " non-finite outputs where the reference is finite" + base_at);
+  }
+  if (b.masked_nonzero > 0) {
+    r.failures.push_back(base_name + "is itself off: " + std::to_string(b.masked_nonzero) +
+                         " outputs != 0 on rows without keys" + base_at);
+  }
+  if (check_lse && b.lse_max_abs > r.baseline_lse_bound) {
+    r.failures.push_back(base_name + "is itself off: max|LSE_base - LSE_ref| = " +
+                         fmt(b.lse_max_abs) + " > bound " + fmt(r.baseline_lse_bound) + fixed +
+                         base_lse_at);
+  }
+  if (check_lse && b.lse_mismatch_inf > 0) {
+    r.failures.push_back(base_name + "is itself off: " + std::to_string(b.lse_mismatch_inf) +
+                         " LSE rows where exactly one of LSE_base, LSE_ref is -inf" + base_lse_at);
+  }
+  r.baseline_passed = r.failures.size() == before_baseline;
+
   const ErrorStats& e = r.error;
   const std::string at = e.first_bad.empty() ? "" : " first at " + index_string(e.first_bad, "bshd");
   if (e.max_abs > r.max_abs_bound) {

@@ -6,8 +6,11 @@
 //
 //   reference = float64 CPU (cpu-reference) when affordable, else the GPU naive kernel in float32,
 //               from the same inputs already rounded to the test dtype;
-//   baseline  = the naive algorithm in the test dtype (GPU naive for CUDA, a float32 CPU naive for
-//               CPU backends): its error is what reordering and rounding cost at this shape;
+//   baseline  = the naive algorithm in the test dtype (GPU naive for CUDA backends, a float32 CPU
+//               naive for CPU backends and for the GPU naive backend itself, which would otherwise
+//               be judged against its own error): its error is what reordering and rounding cost
+//               at this shape, once it is itself within a fixed bound of the reference (a broken
+//               baseline fails the verification);
 //   pass iff  max|O - O_ref| <= 2 * max|O_base - O_ref| + atol
 //             (atol = one dtype step at max|O_ref| = 2 * the worst rounding of O_ref, plus the
 //             float32 score noise; verify/compare.h gives the exact terms and why)
@@ -61,6 +64,11 @@ struct VerifyOptions {
   // then only its name in the report. The tests plant errors through it (a backend that drops the
   // sinks, flips the ALiBi sign, ...) to prove the verifier catches them.
   std::function<Status(const ForwardParams&)> run_backend;
+  // Test only: the baseline, called instead of the naive algorithm verify() picks (on the params
+  // it would give that one: outputs in the dtype, contiguous, on the host for the CPU baseline).
+  // The tests plant errors through it (a 3% scale, a dropped sink) to prove that a broken
+  // baseline fails the verification; the report's baseline then says "(replaced by a test hook)".
+  std::function<Status(const ForwardParams&)> run_baseline;
   // float64 CPU reference when batch*heads*seqlen_q*seqlen_k*head_dim (ShapeSizes::macs; with a
   // window or varlen the multiply-adds of the pairs the mask keeps, ShapeSizes::reference_macs)
   // is at most this; above it CUDA backends are judged against the float32 GPU naive kernel and CPU
@@ -85,6 +93,7 @@ struct VerifyReport {
   std::string backend;           // resolved name
   std::string reference;         // "cpu-reference (float64)" or "naive (float32)"
   std::string baseline;          // "naive (bf16)" / "cpu naive (float32 accumulate, bf16 out)"
+                                 // (the latter for CPU backends and the GPU naive backend)
   ProblemShape shape;
   std::uint64_t seed = 0;
   InputLayout layout = InputLayout::kContiguous;  // with shape and seed: enough to replay
@@ -94,6 +103,10 @@ struct VerifyReport {
   double atol = 0;
   double score_noise = 0;        // the float32 score-noise part of atol (verify/compare.h)
   double max_abs_bound = 0, mean_abs_bound = 0;
+  // The baseline's own fixed bounds against the reference (verify/compare.h), checked before its
+  // error is used; baseline_passed false fails the verification.
+  double baseline_bound = 0, baseline_lse_bound = 0;
+  bool baseline_passed = false;
   static constexpr double kLseTolerance = 1e-3;
   double lse_bound = kLseTolerance;  // kLseTolerance + the float32 terms of verify/compare.h
   std::int64_t unwritten = 0;    // O and LSE elements still holding the NaN poison

@@ -2,7 +2,7 @@
 // sizes and the CPU reference limit, the generated side inputs, the judge on packed outputs and on
 // rows without keys, every variant through verify() on cpu-flash and cpu-reference against the
 // float64 reference, and planted errors (a backend that drops the sinks, flips the ALiBi sign,
-// ignores the window, ...) that the verifier must catch.
+// ignores the window, ...; a baseline 3% off or without its sinks) that the verifier must catch.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -19,6 +19,7 @@
 #include "common/mask_rule.h"
 #include "common/owned_tensor.h"
 #include "common/random.h"
+#include "cpu/reference.h"
 #include "test_util.h"
 #include "verify/compare.h"
 #include "verify/inputs.h"
@@ -427,7 +428,7 @@ class PackedCompareTest : public ::testing::Test {
       ref_.lse.push_back(dims_.row_without_keys[t] ? kSink[h] : 2.0 + normal_at(3, 1, i));
     }
     good_ = rounded(0.0);
-    baseline_ = rounded(0.004);
+    baseline_ = rounded(0.001);
   }
 
   verifier::HostOutputs rounded(double noise) const {
@@ -875,6 +876,106 @@ TEST(PlantedErrorTest, SinkRowsWithoutKeysThatAreNotZeroFail) {
   EXPECT_FALSE(r.passed) << r.to_string();
   EXPECT_TRUE(has_failure(r, "rows without keys")) << r.to_string();
   EXPECT_EQ(r.error.masked_nonzero, 2);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Planted errors in the baseline (VerifyOptions::run_baseline). The baseline is checked against
+// the reference with a fixed bound before its error is used: a broken baseline fails the
+// verification, even where the backend measured against it would pass.
+
+using Runner = std::function<Status(const ForwardParams&)>;
+
+// O (contiguous, as verify() allocates the baseline's; a contiguous-layout backend's too)
+// multiplied by `factor` after `run`: a kernel with a wrong normalization.
+Runner scaled(Runner run, float factor) {
+  return [run, factor](const ForwardParams& p) {
+    const Status st = run(p);
+    if (!st.ok()) return st;
+    for (std::int64_t i = 0; i < p.out.numel(); ++i) {
+      store_from_float(p.out.data, p.out.dtype, i,
+                       factor * load_as_float(p.out.data, p.out.dtype, i));
+    }
+    return Status::Ok();
+  };
+}
+
+Status cpu_naive(const ForwardParams& p) { return cpu::naive_forward<float>(p); }
+
+VerifyReport verify_planted_baseline(const ProblemShape& shape, const Runner& baseline,
+                                     const Runner& backend = run_cpu_flash) {
+  VerifyOptions options;
+  options.backend = "planted";
+  options.seed = testing::base_seed();
+  options.run_backend = backend;
+  options.run_baseline = baseline;
+  VerifyReport report;
+  const Status st = verify(shape, options, &report);
+  EXPECT_TRUE(st.ok()) << st.to_string();
+  return report;
+}
+
+TEST(PlantedBaselineTest, TheHookRunningTheNaiveAlgorithmPasses) {
+  const ProblemShape s = with_sinks(dense(2, 4, 2, 113, 203, 64, DType::kBF16, true));
+  const VerifyReport r = verify_planted_baseline(s, cpu_naive);
+  EXPECT_TRUE(r.passed) << r.to_string();
+  EXPECT_TRUE(r.baseline_passed);
+  EXPECT_EQ(r.baseline, "cpu naive (float32 accumulate, bf16 out) (replaced by a test hook)");
+}
+
+// A baseline 3% off (1e-4 in fp32, whose bound is 1 + 512 + 4 * |LSE| float32 steps, about
+// 6.5e-5 relative here) against a correct backend: the verification fails on the baseline's
+// line alone; the backend's own clauses pass.
+TEST(PlantedBaselineTest, ScaledBaselineFails) {
+  for (DType dt : {DType::kBF16, DType::kFP16, DType::kFP32}) {
+    const ProblemShape s = dense(2, 4, 2, 113, 203, 64, dt, false);
+    const float factor = dt == DType::kFP32 ? 1.0001f : 1.03f;
+    const VerifyReport r = verify_planted_baseline(s, scaled(cpu_naive, factor));
+    EXPECT_FALSE(r.passed) << r.to_string();
+    EXPECT_FALSE(r.baseline_passed) << r.to_string();
+    ASSERT_EQ(r.failures.size(), 1u) << r.to_string();
+    EXPECT_EQ(r.failures[0].find("baseline cpu naive (float32 accumulate, " +
+                                 std::string(dtype_name(dt)) +
+                                 " out) (replaced by a test hook) is itself off: max|O_base - "
+                                 "O_ref| = "),
+              0u)
+        << r.failures[0];
+    EXPECT_LE(r.error.max_abs, r.max_abs_bound) << r.to_string();
+    EXPECT_NE(r.to_string().find("FAIL "), std::string::npos);
+  }
+}
+
+// The case: the naive algorithm with a 3% scale error as the backend, measured against
+// itself as the baseline. Its error is its baseline's, so every backend clause passes; the
+// baseline's fixed bound is what fails it.
+TEST(PlantedBaselineTest, BackendAndBaselineOffAlikeFail) {
+  const ProblemShape s = dense(2, 4, 2, 203, 113, 64, DType::kBF16, true);
+  const Runner off = scaled(cpu_naive, 1.03f);
+  const VerifyReport r = verify_planted_baseline(s, off, off);
+  EXPECT_FALSE(r.passed) << r.to_string();
+  ASSERT_EQ(r.failures.size(), 1u) << r.to_string();
+  EXPECT_NE(r.failures[0].find("is itself off: max|O_base - O_ref|"), std::string::npos)
+      << r.failures[0];
+  EXPECT_EQ(r.error.max_abs, r.baseline_error.max_abs);
+}
+
+// A baseline that drops the sinks: its LSE misses the sink's term (-inf on the rows without
+// keys, which must hold the sink's logit) and its O the sink's share.
+TEST(PlantedBaselineTest, BaselineWithoutSinksFails) {
+  const ProblemShape s = with_sinks(dense(2, 4, 2, 203, 113, 64, DType::kBF16, true));
+  const VerifyReport r = verify_planted_baseline(s, [](const ForwardParams& p) {
+    ForwardParams q = p;
+    q.sinks = TensorView{};
+    return cpu_naive(q);
+  });
+  EXPECT_FALSE(r.passed) << r.to_string();
+  EXPECT_FALSE(r.baseline_passed);
+  bool lse_line = false, inf_line = false;
+  for (const std::string& f : r.failures) {
+    lse_line = lse_line || f.find("is itself off: max|LSE_base - LSE_ref|") != std::string::npos;
+    inf_line = inf_line || f.find("LSE_base, LSE_ref is -inf") != std::string::npos;
+  }
+  EXPECT_TRUE(lse_line) << r.to_string();
+  EXPECT_TRUE(inf_line) << r.to_string();
 }
 
 }  // namespace

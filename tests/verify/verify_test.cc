@@ -418,7 +418,7 @@ class CompareTest : public ::testing::Test {
           s < 2 ? -std::numeric_limits<double>::infinity() : 2.0 + normal_at(7, 1, i);
     }
     // Baseline: the reference rounded to bf16 plus a little noise; good: rounded only.
-    baseline_ = rounded(0.004);
+    baseline_ = rounded(0.001);
     good_ = rounded(0.0);
   }
 
@@ -472,6 +472,59 @@ TEST_F(CompareTest, RoundedResultPasses) {
   EXPECT_GT(r.atol, 0.0);
   EXPECT_LE(r.error.max_abs, r.atol / 2 + 1e-12);
   EXPECT_GT(r.baseline_error.max_abs, r.error.max_abs);
+  EXPECT_TRUE(r.baseline_passed);
+  EXPECT_LE(r.baseline_error.max_abs, r.baseline_bound);
+  EXPECT_NE(r.to_string().find("base bound"), std::string::npos) << r.to_string();
+}
+
+// The baseline 3% off: every clause of the result passes against it (the result is the rounded
+// reference), yet the verification fails on the baseline's own line, naming it; so does a
+// baseline whose LSE is off, or that is not 0 on a row without keys.
+TEST_F(CompareTest, BaselineOffFailsTheVerification) {
+  verifier::HostOutputs scaled = baseline_;
+  for (float& o : scaled.out) o *= 1.03f;
+  VerifyReport r;
+  r.baseline = "naive (bf16)";
+  verifier::judge(dims_, DType::kBF16, good_, scaled, ref_, /*check_lse=*/true, &r);
+  EXPECT_FALSE(r.passed);
+  EXPECT_FALSE(r.baseline_passed);
+  ASSERT_EQ(r.failures.size(), 1u) << r.to_string();
+  EXPECT_EQ(r.failures[0].find("baseline naive (bf16) is itself off: max|O_base - O_ref| = "), 0u)
+      << r.failures[0];
+  EXPECT_NE(r.failures[0].find("(fixed)"), std::string::npos) << r.failures[0];
+  EXPECT_LE(r.error.max_abs, r.max_abs_bound);  // the result's clauses alone would pass
+  EXPECT_NE(r.to_string().find("FAILED)"), std::string::npos) << r.to_string();
+
+  // A result 3% off as well passes every clause of its own against that baseline: the failure
+  // the baseline check exists for.
+  VerifyReport both;
+  verifier::judge(dims_, DType::kBF16, scaled, scaled, ref_, true, &both);
+  EXPECT_FALSE(both.passed);
+  EXPECT_EQ(both.failures.size(), 1u) << both.to_string();
+  EXPECT_LE(both.error.max_abs, both.max_abs_bound);
+
+  verifier::HostOutputs lse_off = baseline_;
+  lse_off.lse[2 * dims_.seqlen_q + 3] += 0.05f;  // a sink's worth of LSE on (b=0, h=2, s=3)
+  VerifyReport rl;
+  verifier::judge(dims_, DType::kBF16, good_, lse_off, ref_, true, &rl);
+  EXPECT_FALSE(rl.passed);
+  ASSERT_FALSE(rl.failures.empty());
+  EXPECT_NE(rl.failures[0].find("is itself off: max|LSE_base - LSE_ref|"), std::string::npos)
+      << rl.to_string();
+  EXPECT_NE(rl.failures[0].find("first at (b=0, h=2, s=3)"), std::string::npos) << rl.failures[0];
+  // Not checked without LSE.
+  VerifyReport rn;
+  verifier::judge(dims_, DType::kBF16, good_, lse_off, ref_, /*check_lse=*/false, &rn);
+  EXPECT_TRUE(rn.passed) << rn.to_string();
+
+  verifier::HostOutputs nonzero = baseline_;
+  nonzero.out[at(1, 0, 1, 2)] = 1e-6f;  // row s = 0 has no key
+  VerifyReport rz;
+  verifier::judge(dims_, DType::kBF16, good_, nonzero, ref_, true, &rz);
+  EXPECT_FALSE(rz.passed);
+  EXPECT_NE(rz.to_string().find("is itself off: 1 outputs != 0 on rows without keys"),
+            std::string::npos)
+      << rz.to_string();
 }
 
 TEST_F(CompareTest, PerturbedElementFailsMaxClauseWithIndex) {
@@ -633,6 +686,51 @@ TEST(CompareAtolTest, RoundingAtolIsOneStepAtTheLargestOutput) {
   EXPECT_DOUBLE_EQ(verifier::rounding_atol(ref, DType::kBF16), 2.0 / 128.0);
   ref.out = {0.0, 0.0};
   EXPECT_EQ(verifier::rounding_atol(ref, DType::kBF16), 0.0);
+}
+
+// The rule's numbers worked by hand; tests/python/test_tolerance.py asserts the same numbers
+// for tolerance.py, so the two copies of the rule cannot drift apart unnoticed.
+TEST(CompareAtolTest, ConstantsAndWorkedExamples) {
+  EXPECT_EQ(verifier::kAtolFloor, 1e-6);
+  EXPECT_EQ(verifier::kAtolFloorFp32Ref, 1e-5);
+  EXPECT_EQ(verifier::kFloat32Epsilon, std::ldexp(1.0, -23));
+  EXPECT_EQ(verifier::kScoreUlps, 2.0);
+  EXPECT_EQ(verifier::kLseUlps, 4.0);
+  EXPECT_EQ(VerifyReport::kLseTolerance, 1e-3);
+  EXPECT_EQ(verifier::kBaselineRoundingUlps, 1.0);
+  EXPECT_EQ(verifier::kBaselineSumUlps, 512.0);
+  EXPECT_EQ(verifier::kBaselineScoreUlps, 4.0);
+  EXPECT_EQ(verifier::kBaselineLseUlps, 16.0);
+
+  // max|O_ref| = 2.5 (bf16 step 2^-6, fp16 2^-9), max|LSE_ref| = 12 (the -inf is skipped).
+  verifier::ReferenceOutputs ref;
+  ref.out = {2.5, -0.75, 0.0, 1.0};
+  ref.lse = {12.0, -3.0, -std::numeric_limits<double>::infinity()};
+  const double eps = std::ldexp(1.0, -23);
+  // score noise = 2 * eps * 12 * 2.5 = 60 eps = 7.152557373046875e-06
+  EXPECT_DOUBLE_EQ(verifier::score_noise_atol(ref), 7.152557373046875e-06);
+  EXPECT_DOUBLE_EQ(verifier::score_noise_atol(ref), 60 * eps);
+  // atol = step + score noise: bf16 0.015625 + 60 eps, fp16 0.001953125 + 60 eps; fp32: the
+  // floor 1e-6 * 2.5 (the step, 2^-22, is below it), 1e-5 * 2.5 against a float32 reference.
+  EXPECT_DOUBLE_EQ(verifier::rounding_atol(ref, DType::kBF16), 0.015632152557373047);
+  EXPECT_DOUBLE_EQ(verifier::rounding_atol(ref, DType::kFP16), 0.001960277557373047);
+  EXPECT_DOUBLE_EQ(verifier::rounding_atol(ref, DType::kFP32), 2.5e-6 + 60 * eps);
+  // LSE bound = 1e-3 + 2 * baseline + 4 * eps * 12 = 1e-3 + 2 * 2e-5 + 48 eps
+  EXPECT_DOUBLE_EQ(verifier::lse_bound(ref, 2e-5), 0.0010457220458984376);
+  // Baseline bound = 1 step + eps * 2.5 * (512 + 4 * 12) = step + 1400 eps
+  //   bf16 0.015625 + 1400 eps = 0.015625 + 1.6689300537109375e-04
+  //   fp32 2^-22 + 1400 eps = 1402 eps = 1.671314239501953e-04
+  EXPECT_DOUBLE_EQ(verifier::baseline_bound(ref, DType::kBF16), 0.015791893005371094);
+  EXPECT_DOUBLE_EQ(verifier::baseline_bound(ref, DType::kFP16), 0.001953125 + 1400 * eps);
+  EXPECT_DOUBLE_EQ(verifier::baseline_bound(ref, DType::kFP32), 1.671314239501953e-04);
+  // Baseline LSE bound = 1e-3 + 16 * eps * 12 = 1e-3 + 192 eps
+  EXPECT_DOUBLE_EQ(verifier::baseline_lse_bound(ref), 0.00102288818359375);
+  // Against a float32 reference the float32 terms double (both sides carry them); the rounding
+  // step does not: bf16 0.015625 + 2800 eps, LSE 1e-3 + 384 eps.
+  ref.is_fp32 = true;
+  EXPECT_DOUBLE_EQ(verifier::baseline_bound(ref, DType::kBF16), 0.015625 + 2800 * eps);
+  EXPECT_DOUBLE_EQ(verifier::baseline_lse_bound(ref), 1e-3 + 384 * eps);
+  EXPECT_DOUBLE_EQ(verifier::rounding_atol(ref, DType::kFP32), 2.5e-5 + 60 * eps);
 }
 
 TEST(CompareAtolTest, DtypeSpacing) {

@@ -122,7 +122,9 @@ int cmd_verify(const Args& args) {
       "Run one attention shape through a backend on fresh seeded inputs and compare it with a\n"
       "float64 CPU reference (or the GPU naive kernel in float32 for large shapes). It passes\n"
       "iff max|O - O_ref| <= 2 * max|O_baseline - O_ref| + atol, the mean error is within 1.5x\n"
-      "the baseline's, LSE is within 1e-3, every output was written and nothing is non-finite.\n"
+      "the baseline's, LSE is within 1e-3, every output was written and nothing is non-finite;\n"
+      "the baseline (the naive algorithm in the dtype) must itself be within a fixed bound of\n"
+      "the reference (docs/testing.md).\n"
       "The float64 CPU reference takes shapes up to --cpu-reference-limit multiply-adds\n"
       "(batch*heads*seqlen_q*seqlen_k*head_dim, default " +
           format_number(kDefaultCpuReferenceLimit) +
