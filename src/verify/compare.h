@@ -72,6 +72,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "cpu/reference.h"
 #include "verify/verify.h"
 
 namespace flashattn::verifier {
@@ -147,6 +148,33 @@ ErrorStats error_stats(const OutputDims& dims, const HostOutputs& result,
 
 // Elements (of O and LSE) still holding the poison of OwnedTensor::fill_nan: never written.
 std::int64_t count_unwritten(const HostOutputs& result, DType out_dtype);
+
+// The sampled check of verify() with the float32 GPU reference (shapes above
+// cpu_reference_limit, where the float64 reference of the whole problem is unaffordable): the
+// baseline, and the float32 reference itself, against the float64 CPU reference on a sample of
+// rows, by the baseline bound above (c = 1; the reference as a float32 baseline, its dtype fp32).
+// Without it the baseline there is only compared with the float32 reference, which is the GPU
+// naive kernel again: a naive kernel 3% off would be off alike in both and pass.
+//   The sample: up to kSampleSlices (batch, head) items, spread evenly over b * heads + h (the
+// first and the last included); in each, rows spread evenly over the sequence's rows (its first
+// and last included), as many as macs_budget / (slices * seqlen_k(b) * head_dim) allows, at least
+// kSampleMinRows (or every row of a shorter sequence). A row costs at most seqlen_k * head_dim
+// multiply-adds, so the float64 rows cost about macs_budget (more only where kSampleMinRows rows
+// exceed it), plus converting K and V once per item.
+constexpr std::int64_t kSampleSlices = 16;
+constexpr std::int64_t kSampleMinRows = 2;
+std::vector<cpu::RowId> sample_rows(const ProblemShape& shape, double macs_budget);
+
+// Fills report->sample_rows, baseline_sample_error, reference_sample_error, the sample bounds,
+// reference_sampled, sample_baseline_passed and sample_reference_passed, and adds the failure lines of the sampled
+// check in front of judge()'s (call it after judge()), updating passed. `sample_ref`: the float64 reference of
+// the sampled rows, compact (row n's O at [n * head_dim, +head_dim), its LSE at n: what
+// cpu::reference_rows_f64 writes); `baseline`: the whole problem's baseline, as judge() takes it;
+// `fp32_ref`: the whole float32 reference, checked too when given. `check_lse` false skips the
+// LSE clauses.
+void judge_sample(const OutputDims& dims, DType dtype, const std::vector<cpu::RowId>& sample,
+                  const ReferenceOutputs& sample_ref, const HostOutputs& baseline,
+                  const ReferenceOutputs* fp32_ref, bool check_lse, VerifyReport* report);
 
 // Fills report->error, baseline_error, atol, the bounds (the baseline's included),
 // baseline_passed, unwritten, passed and failures from the host results. report->shape,

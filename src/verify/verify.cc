@@ -165,7 +165,8 @@ Status verify(const ProblemShape& shape, const VerifyOptions& options, VerifyRep
   // The CPU naive algorithm (the float64 reference and the CPU baseline) is cpu-reference's:
   // cpu::naive_forward reads only the fields it implements, so params using a variant that
   // cpu-reference does not declare would be judged against a reference that ignored it.
-  if (cpu_ref || cpu_baseline) {
+  const bool sample_check = !cpu_ref || options.sample_check_always;
+  if (cpu_ref || cpu_baseline || sample_check) {
     st = check_supported(*find_backend("cpu-reference"), params);
     if (!st.ok()) {
       return Status(st.code(), "verify: the float64 reference and the CPU baseline (the "
@@ -192,10 +193,12 @@ Status verify(const ProblemShape& shape, const VerifyOptions& options, VerifyRep
   st = read_back(outs, &result);
   if (!st.ok()) return with_context(st, "verify: output read-back");
 
-  // 4. Reference.
+  // 4. Reference. Host copies of the inputs for the CPU reference, the CPU baseline and the
+  //    sampled check (for a large shape that is q, k and v once more in the dtype, less than
+  //    the float64 reference read back beside them).
   ReferenceOutputs ref;
   Inputs host_in;
-  if (cpu_ref || cpu_baseline) {
+  if (cpu_ref || cpu_baseline || sample_check) {
     st = host_inputs(in, &host_in);
     if (!st.ok()) return with_context(st, "verify: inputs to host");
   }
@@ -204,10 +207,10 @@ Status verify(const ProblemShape& shape, const VerifyOptions& options, VerifyRep
 
   // 5. Baseline: the naive algorithm in the test dtype (see cpu_baseline above).
   //    Against the float32 GPU reference, the GPU naive baseline is the reference's own kernel
-  //    and differs from it only by the output rounding: its fixed bound then checks that
-  //    rounding, not the kernel (a bug common to both makes correct backends fail, it never
-  //    passes a wrong one). The CPU baseline is an independent float32 implementation: there it
-  //    checks the GPU naive reference itself.
+  //    and differs from it only by the output rounding: judge()'s fixed bound then checks that
+  //    rounding, not the kernel; the sampled check (step 7) checks the kernel. The CPU baseline
+  //    is an independent float32 implementation: there judge() checks the GPU naive reference
+  //    as well.
   Outputs base_outs;
   st = verifier::make_outputs(shape, InputLayout::kContiguous, shape.dtype,
                               cpu_baseline ? Device::cpu() : device, /*with_lse=*/true,
@@ -230,6 +233,22 @@ Status verify(const ProblemShape& shape, const VerifyOptions& options, VerifyRep
   // 6. Judge.
   const verifier::OutputDims dims = verifier::output_dims(shape);
   verifier::judge(dims, shape.dtype, result, baseline, ref, options.check_lse, &r);
+
+  // 7. The sampled check: with the float32 GPU reference the baseline was only compared with
+  //    that reference, the GPU naive kernel itself; both now meet the float64 CPU reference on a
+  //    sample of rows (verifier::sample_rows says which), from the same host inputs, by the
+  //    fixed bound. About options.sample_limit multiply-adds: 0.2 s on 2 cores by default.
+  if (sample_check) {
+    const std::vector<cpu::RowId> sample = verifier::sample_rows(shape, options.sample_limit);
+    ReferenceOutputs sample_ref;
+    sample_ref.out.assign(sample.size() * static_cast<std::size_t>(shape.head_dim), 0.0);
+    sample_ref.lse.assign(sample.size(), 0.0);
+    st = cpu::reference_rows_f64(verifier::make_params(shape, host_in, base_outs), sample,
+                                 sample_ref.out.data(), sample_ref.lse.data());
+    if (!st.ok()) return with_context(st, "verify: sampled float64 reference");
+    verifier::judge_sample(dims, shape.dtype, sample, sample_ref, baseline,
+                           ref.is_fp32 ? &ref : nullptr, options.check_lse, &r);
+  }
   *report = std::move(r);
   return Status::Ok();
 }
@@ -263,6 +282,18 @@ std::string VerifyReport::to_string() const {
   os << "  base bound  " << num(baseline_bound) << "-           -           "
      << num(baseline_lse_bound) << "(fixed: the baseline against the reference, "
      << (baseline_passed ? "ok" : "FAILED") << ")\n";
+  if (sample_rows > 0) {
+    os << "  sampled     " << num(baseline_sample_error.max_abs) << "-           -           "
+       << num(baseline_sample_error.lse_max_abs) << "(the baseline against float64 on "
+       << sample_rows << " rows: bound " << sample_bound << ", LSE " << sample_lse_bound << ", "
+       << (sample_baseline_passed ? "ok" : "FAILED") << ")\n";
+    if (reference_sampled) {
+      os << "  sampled ref " << num(reference_sample_error.max_abs) << "-           -           "
+         << num(reference_sample_error.lse_max_abs) << "(the reference against float64 there: bound "
+         << sample_reference_bound << ", LSE " << sample_lse_bound << ", "
+         << (sample_reference_passed ? "ok" : "FAILED") << ")\n";
+    }
+  }
   os << "  atol " << atol << " | non-finite " << error.nonfinite << " | unwritten " << unwritten
      << " | masked rows != 0: " << error.masked_nonzero << " | LSE -inf mismatches "
      << error.lse_mismatch_inf << " | guards " << (guards_intact ? "intact" : "OVERWRITTEN")

@@ -130,7 +130,8 @@ int cmd_verify(const Args& args) {
           format_number(kDefaultCpuReferenceLimit) +
           ": about 1 s on 2 cores); above it\n"
           "--device cpu refuses before allocating anything, and cuda verifies against the GPU\n"
-          "naive kernel in float32. The variants (--window, --softcap, --alibi, --sinks,\n"
+          "naive kernel in float32, after holding that kernel and the baseline to the fixed\n"
+          "bound against the float64 CPU reference on a sample of rows. The variants (--window, --softcap, --alibi, --sinks,\n"
           "--varlen) apply to the backend, the reference and the baseline alike; a backend that\n"
           "does not implement one fails with the library's message (exit status 1). With a\n"
           "window or --varlen the limit counts the (query, key) pairs the mask keeps.\n"
