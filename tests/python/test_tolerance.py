@@ -1,7 +1,11 @@
 """tolerance.py, the NumPy mirror of src/verify/compare.{h,cc}: its constants and worked examples
 are the numbers tests/verify/verify_test.cc (CompareAtolTest.ConstantsAndWorkedExamples) asserts
-for the C++ rule, computed by hand; and check_attention fails where the verifier's judge does (a
-baseline that is itself off, a row without keys that is not 0)."""
+for the C++ rule, computed by hand; it reproduces every number and verdict of the shared table
+tests/verify/tolerance_cases.txt, which the C++ rule reproduces too (ToleranceTableTest); and
+check_attention fails where the verifier's judge does (a baseline that is itself off, a row
+without keys that is not 0)."""
+import pathlib
+
 import numpy as np
 import pytest
 
@@ -161,3 +165,91 @@ def test_naive_float32_baseline_is_within_its_fixed_bound():
         base = tol.error_stats(base_out, base_lse, ref_out, ref_lse)
         assert base["max_abs"] <= tol.baseline_bound(ref_out, ref_lse, dtype)
         assert base["lse_max_abs"] <= tol.baseline_lse_bound(ref_lse)
+
+
+# ---- the shared table (tests/verify/tolerance_cases.txt), which the C++ rule reproduces too ----
+
+TABLE = pathlib.Path(__file__).resolve().parent.parent / "verify" / "tolerance_cases.txt"
+
+
+def read_table():
+    cases, case = [], None
+    for raw in TABLE.read_text().splitlines():
+        words = raw.split("#", 1)[0].split()
+        if not words:
+            continue
+        key, values = words[0], words[1:]
+        if key in ("bounds", "judge"):
+            assert case is None, f"case {case['name']} has no end"
+            case = {"kind": key, "name": values[0] if values else ""}
+        elif key == "end":
+            cases.append(case)
+            case = None
+        else:
+            assert case is not None, f"'{key}' outside a case"
+            case[key] = values
+    assert case is None, "the last case has no end"
+    return cases
+
+
+def numbers(case, key):
+    return np.array([float(x) for x in case[key]], dtype=np.float64)
+
+
+def clause_name(line: str) -> str:
+    """The clause a failure line reports, named as the table names it (as verify_test.cc does)."""
+    prefix = "baseline-" if line.startswith("baseline") else ""
+    for needle, name in (("max|O", "max"), ("mean|O", "mean"), ("non-finite", "nonfinite"),
+                         ("!= 0 on rows without keys", "masked"), ("max|LSE", "lse"),
+                         ("is -inf", "lse-inf")):
+        if needle in line:
+            return prefix + name
+    return "unknown: " + line
+
+
+CASES = read_table()
+
+
+def test_the_table_is_read_whole():
+    kinds = [c["kind"] for c in CASES]
+    assert kinds.count("bounds") >= 10 and kinds.count("judge") >= 15
+    assert len({c["name"] for c in CASES}) == len(CASES)
+
+
+@pytest.mark.parametrize("case", [c for c in CASES if c["kind"] == "bounds"],
+                         ids=lambda c: c["name"])
+def test_table_bounds(case):
+    ref_out, ref_lse = numbers(case, "ref_out"), numbers(case, "ref_lse")
+    dtype, fp32 = case["dtype"][0], case["ref_is_fp32"][0] == "1"
+    got = {
+        "expect_score_noise": tol.score_noise_atol(ref_out, ref_lse),
+        "expect_atol": tol.rounding_atol(ref_out, ref_lse, dtype, fp32),
+        "expect_lse_bound": tol.lse_bound(ref_lse, float(case["baseline_lse_error"][0])),
+        "expect_baseline_bound": tol.baseline_bound(ref_out, ref_lse, dtype, fp32),
+        "expect_baseline_lse_bound": tol.baseline_lse_bound(ref_lse, fp32),
+    }
+    for key, value in got.items():
+        assert value == pytest.approx(float(case[key][0]), rel=1e-14, abs=0), key
+
+
+@pytest.mark.parametrize("case", [c for c in CASES if c["kind"] == "judge"],
+                         ids=lambda c: c["name"])
+def test_table_judge(case):
+    b, s, h, d = (int(x) for x in case["dims"])
+    rows = None
+    if case["rows_without_keys"] != ["-"]:
+        rows = numbers(case, "rows_without_keys").reshape(b, s) != 0
+
+    def f32(key, shape):  # the result and the baseline are float32, as the verifier reads them
+        return numbers(case, key).astype(np.float32).astype(np.float64).reshape(shape)
+
+    o_shape, l_shape = (b, s, h, d), (b, h, s)
+    check_lse = case["check_lse"][0] == "1"
+    failures, _, _ = tol.judge(f32("out", o_shape), f32("lse", l_shape) if check_lse else None,
+                               numbers(case, "ref_out").reshape(o_shape),
+                               numbers(case, "ref_lse").reshape(l_shape),
+                               f32("base_out", o_shape), f32("base_lse", l_shape),
+                               case["dtype"][0], ref_is_fp32=case["ref_is_fp32"][0] == "1",
+                               rows_without_keys=rows)
+    want = [] if case["expect"] == ["pass"] else case["expect"]
+    assert [clause_name(f) for f in failures] == want, failures

@@ -1,6 +1,6 @@
 """docs/testing.md's tolerance rule in NumPy: the one mirror of src/verify/compare.{h,cc}, clause
-for clause and constant for constant (test_tolerance.py and the C++ CompareAtolTest assert the
-same hand-computed numbers for both):
+for clause and constant for constant (test_tolerance.py and the C++ ToleranceTableTest hold both
+to the shared table tests/verify/tolerance_cases.txt, numbers and verdicts):
 
   baseline    checked first, with a fixed bound that does not depend on it (c = 1 against the
               float64 reference, 2 against a float32 one):
@@ -180,11 +180,12 @@ def _first(mask) -> tuple | None:
     return tuple(int(i) for i in hits[0]) if hits.size else None
 
 
-def check_attention(out, lse, ref_out, ref_lse, base_out, base_lse, dtype: str,
-                    context: str = "", *, ref_is_fp32: bool = False, rows_without_keys=None,
-                    baseline_name: str = "") -> None:
-    """Asserts the rule (compare.cc's judge); the message carries the errors, the bounds and
-    `context` (shape, seed). lse None skips the LSE clauses, the baseline's included."""
+def judge(out, lse, ref_out, ref_lse, base_out, base_lse, dtype: str, *,
+          ref_is_fp32: bool = False, rows_without_keys=None,
+          baseline_name: str = "") -> tuple[list[str], dict, dict]:
+    """compare.cc's judge: the failure lines (empty: pass), in its order and with its clause
+    wording, and the result's and the baseline's error_stats. lse None skips the LSE clauses,
+    the baseline's included."""
     ref_out = np.asarray(ref_out, dtype=np.float64)
     ref_lse = np.asarray(ref_lse, dtype=np.float64)
     check_lse = lse is not None
@@ -235,5 +236,16 @@ def check_attention(out, lse, ref_out, ref_lse, base_out, base_lse, dtype: str,
     if check_lse and got["lse_inf_mismatch"]:
         failures.append(f"{got['lse_inf_mismatch']} LSE rows where exactly one of LSE, LSE_ref "
                         "is -inf")
+    return failures, got, base
+
+
+def check_attention(out, lse, ref_out, ref_lse, base_out, base_lse, dtype: str,
+                    context: str = "", *, ref_is_fp32: bool = False, rows_without_keys=None,
+                    baseline_name: str = "") -> None:
+    """Asserts the rule (judge above); the message carries the errors, the bounds and `context`
+    (shape, seed). lse None skips the LSE clauses, the baseline's included."""
+    failures, got, base = judge(out, lse, ref_out, ref_lse, base_out, base_lse, dtype,
+                                ref_is_fp32=ref_is_fp32, rows_without_keys=rows_without_keys,
+                                baseline_name=baseline_name)
     assert not failures, (f"{context}: " + "; ".join(failures)
                           + f" | rel_l2 {got['rel_l2']:.3g} (baseline {base['rel_l2']:.3g})")

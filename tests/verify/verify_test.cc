@@ -3,7 +3,11 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
+#include <fstream>
+#include <iomanip>
 #include <limits>
+#include <map>
 #include <set>
 #include <sstream>
 #include <string>
@@ -731,6 +735,148 @@ TEST(CompareAtolTest, ConstantsAndWorkedExamples) {
   EXPECT_DOUBLE_EQ(verifier::baseline_bound(ref, DType::kBF16), 0.015625 + 2800 * eps);
   EXPECT_DOUBLE_EQ(verifier::baseline_lse_bound(ref), 1e-3 + 384 * eps);
   EXPECT_DOUBLE_EQ(verifier::rounding_atol(ref, DType::kFP32), 2.5e-5 + 60 * eps);
+}
+
+// ---------------------------------------------------------------------------------------------
+// The shared table (tests/verify/tolerance_cases.txt): the C++ rule must reproduce every number
+// and verdict in it; tests/python/test_tolerance.py holds tolerance.py to the same table.
+
+struct TableCase {
+  std::string kind, name;  // "bounds" / "judge"
+  std::map<std::string, std::vector<std::string>> fields;
+
+  const std::vector<std::string>& at(const std::string& key) const {
+    static const std::vector<std::string> kNone;
+    const auto it = fields.find(key);
+    EXPECT_NE(it, fields.end()) << name << ": no " << key;
+    return it == fields.end() ? kNone : it->second;
+  }
+  std::vector<double> numbers(const std::string& key) const {
+    std::vector<double> v;
+    for (const std::string& x : at(key)) v.push_back(std::strtod(x.c_str(), nullptr));
+    return v;
+  }
+  double number(const std::string& key) const {
+    const std::vector<double> v = numbers(key);
+    EXPECT_EQ(v.size(), 1u) << name << ": " << key;
+    return v.empty() ? 0.0 : v[0];
+  }
+  std::string word(const std::string& key) const {
+    const std::vector<std::string>& v = at(key);
+    return v.empty() ? "" : v[0];
+  }
+};
+
+std::vector<TableCase> read_table() {
+  const std::string path = std::string(FLASHATTN_TESTS_DIR) + "/verify/tolerance_cases.txt";
+  std::ifstream file(path);
+  EXPECT_TRUE(file.good()) << "cannot read " << path;
+  std::vector<TableCase> cases;
+  std::string line;
+  bool open = false;
+  while (std::getline(file, line)) {
+    line = line.substr(0, line.find('#'));
+    std::istringstream words(line);
+    std::string key;
+    if (!(words >> key)) continue;
+    std::vector<std::string> values;
+    for (std::string w; words >> w;) values.push_back(w);
+    if (key == "bounds" || key == "judge") {
+      EXPECT_FALSE(open) << "case " << cases.back().name << " has no end";
+      cases.push_back({key, values.empty() ? "" : values[0], {}});
+      open = true;
+    } else if (key == "end") {
+      open = false;
+    } else {
+      EXPECT_TRUE(open) << "'" << key << "' outside a case";
+      if (open) cases.back().fields[key] = values;
+    }
+  }
+  EXPECT_FALSE(open) << "the last case has no end";
+  return cases;
+}
+
+DType table_dtype(const std::string& name) {
+  if (name == "fp16") return DType::kFP16;
+  if (name == "fp32") return DType::kFP32;
+  EXPECT_EQ(name, "bf16");
+  return DType::kBF16;
+}
+
+std::vector<float> as_floats(const std::vector<double>& v) { return {v.begin(), v.end()}; }
+
+// The clause a failure line reports, named as the table names it.
+std::string clause_name(const std::string& line) {
+  const std::string prefix = line.rfind("baseline", 0) == 0 ? "baseline-" : "";
+  auto has = [&line](const char* s) { return line.find(s) != std::string::npos; };
+  if (has("max|O")) return prefix + "max";
+  if (has("mean|O")) return prefix + "mean";
+  if (has("non-finite")) return prefix + "nonfinite";
+  if (has("!= 0 on rows without keys")) return prefix + "masked";
+  if (has("max|LSE")) return prefix + "lse";
+  if (has("is -inf")) return prefix + "lse-inf";
+  return "unknown: " + line;
+}
+
+::testing::AssertionResult close(double got, double want) {
+  if (got == want || std::fabs(got - want) <= 1e-14 * std::fabs(want)) {
+    return ::testing::AssertionSuccess();
+  }
+  return ::testing::AssertionFailure() << std::setprecision(17) << got << " != " << want;
+}
+
+TEST(ToleranceTableTest, TheCppRuleReproducesTheSharedTable) {
+  const std::vector<TableCase> cases = read_table();
+  std::int64_t bounds = 0, judged = 0;
+  for (const TableCase& c : cases) {
+    SCOPED_TRACE(c.kind + " " + c.name);
+    verifier::ReferenceOutputs ref;
+    ref.out = c.numbers("ref_out");
+    ref.lse = c.numbers("ref_lse");
+    ref.is_fp32 = c.number("ref_is_fp32") != 0;
+    const DType dtype = table_dtype(c.word("dtype"));
+    if (c.kind == "bounds") {
+      ++bounds;
+      EXPECT_TRUE(close(verifier::score_noise_atol(ref), c.number("expect_score_noise")));
+      EXPECT_TRUE(close(verifier::rounding_atol(ref, dtype), c.number("expect_atol")));
+      EXPECT_TRUE(close(verifier::lse_bound(ref, c.number("baseline_lse_error")),
+                        c.number("expect_lse_bound")));
+      EXPECT_TRUE(close(verifier::baseline_bound(ref, dtype), c.number("expect_baseline_bound")));
+      EXPECT_TRUE(
+          close(verifier::baseline_lse_bound(ref), c.number("expect_baseline_lse_bound")));
+      continue;
+    }
+    ASSERT_EQ(c.kind, "judge");
+    ++judged;
+    const std::vector<double> dims4 = c.numbers("dims");
+    ASSERT_EQ(dims4.size(), 4u);
+    verifier::OutputDims dims;
+    dims.batch = static_cast<std::int64_t>(dims4[0]);
+    dims.seqlen_q = static_cast<std::int64_t>(dims4[1]);
+    dims.heads = static_cast<std::int64_t>(dims4[2]);
+    dims.head_dim = static_cast<std::int64_t>(dims4[3]);
+    if (c.word("rows_without_keys") != "-") {
+      for (double f : c.numbers("rows_without_keys")) {
+        dims.row_without_keys.push_back(f != 0 ? 1 : 0);
+      }
+    }
+    ASSERT_EQ(static_cast<std::int64_t>(ref.out.size()), dims.out_numel());
+    ASSERT_EQ(static_cast<std::int64_t>(ref.lse.size()), dims.lse_numel());
+    const verifier::HostOutputs result{as_floats(c.numbers("out")), as_floats(c.numbers("lse"))};
+    const verifier::HostOutputs base{as_floats(c.numbers("base_out")),
+                                     as_floats(c.numbers("base_lse"))};
+    VerifyReport r;
+    verifier::judge(dims, dtype, result, base, ref, c.number("check_lse") != 0, &r);
+    std::vector<std::string> got;
+    for (const std::string& f : r.failures) got.push_back(clause_name(f));
+    std::vector<std::string> want = c.at("expect");
+    if (want == std::vector<std::string>{"pass"}) want.clear();
+    EXPECT_EQ(got, want) << r.to_string();
+    EXPECT_EQ(r.passed, want.empty());
+  }
+  // The table is read whole: a parse that found nothing would pass vacuously.
+  EXPECT_GE(bounds, 10);
+  EXPECT_GE(judged, 15);
 }
 
 TEST(CompareAtolTest, DtypeSpacing) {
