@@ -15,6 +15,8 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "api/backend.h"
@@ -31,12 +33,16 @@ std::int64_t offset(const std::int64_t* stride, std::int64_t b, std::int64_t row
   return b * stride[0] + row * stride[1] + h * stride[2] + d;
 }
 
-// Computes every output row in Acc precision and hands each to
-// sink(batch, row, head, const Acc* o_row, Acc lse), row being the row of q/out (the sequence's
-// first row plus its index in the sequence). Fails only when the thread count is misconfigured
-// (cpu/host_loop.h).
+// Rows to compute, per (batch, head) item (b * heads + h): (row within the sequence, slot) pairs.
+using RowPicks = std::vector<std::vector<std::pair<std::int64_t, std::int64_t>>>;
+
+// Computes every output row in Acc precision (only the rows of `picks` when given) and hands
+// each to sink(batch, row, head, const Acc* o_row, Acc lse, slot), row being the row of q/out
+// (the sequence's first row plus its index in the sequence) and slot the pick's slot (the index
+// in the sequence without picks). A row's values do not depend on which other rows are
+// computed. Fails only when the thread count is misconfigured (cpu/host_loop.h).
 template <typename Acc, typename Sink>
-Status naive_attention(const AttentionArgs& a, Sink sink) {
+Status naive_attention(const AttentionArgs& a, Sink sink, const RowPicks* picks = nullptr) {
   if (a.batch == 0 || a.heads == 0 || a.seqlen_q == 0) return Status::Ok();
   const std::int64_t heads = a.heads, head_dim = a.head_dim;
   const std::int64_t group = heads / a.kv_heads;  // query heads per kv head (GQA)
@@ -47,6 +53,7 @@ Status naive_attention(const AttentionArgs& a, Sink sink) {
     const std::int64_t b = item / heads, h = item % heads, kv_h = h / group;
     const SeqInfo seq = a.seq(b);
     if (seq.seqlen_q == 0) return;
+    if (picks != nullptr && (*picks)[static_cast<std::size_t>(item)].empty()) return;
     const MaskRule rule = a.mask(seq);
     const float slope = a.alibi_slope(b, h);
     // The sink's logit, in the units of the transformed scores; -inf (no term) without sinks.
@@ -66,13 +73,19 @@ Status naive_attention(const AttentionArgs& a, Sink sink) {
     std::vector<Acc> q_row(static_cast<std::size_t>(head_dim));
     std::vector<Acc> s_row(static_cast<std::size_t>(seqlen_k));
     std::vector<Acc> o_row(static_cast<std::size_t>(head_dim));
-    for (std::int64_t i = 0; i < seq.seqlen_q; ++i) {
+    const std::int64_t count =
+        picks != nullptr ? static_cast<std::int64_t>((*picks)[static_cast<std::size_t>(item)].size())
+                         : seq.seqlen_q;
+    for (std::int64_t n = 0; n < count; ++n) {
+      const auto [i, slot] = picks != nullptr
+                                 ? (*picks)[static_cast<std::size_t>(item)][static_cast<std::size_t>(n)]
+                                 : std::pair<std::int64_t, std::int64_t>{n, n};
       const std::int64_t row = seq.q_row0 + i;
       std::fill(o_row.begin(), o_row.end(), Acc(0));
       const KeyRange keys = rule.row_range(i);
       if (keys.empty()) {
         // Only the sink, if any: its softmax weight is 1 and it adds no value.
-        sink(b, row, h, o_row.data(), sink_logit);
+        sink(b, row, h, o_row.data(), sink_logit, slot);
         continue;
       }
       for (std::int64_t d = 0; d < head_dim; ++d) {
@@ -99,7 +112,7 @@ Status naive_attention(const AttentionArgs& a, Sink sink) {
         for (std::int64_t d = 0; d < head_dim; ++d) o_row[d] += pj * v_row[d];
       }
       for (std::int64_t d = 0; d < head_dim; ++d) o_row[d] /= row_sum;
-      sink(b, row, h, o_row.data(), row_max + std::log(row_sum));
+      sink(b, row, h, o_row.data(), row_max + std::log(row_sum), slot);
     }
   }; });
 }
@@ -121,7 +134,7 @@ Status naive_forward(const ForwardParams& p) {
   if (!st.ok()) return st;
   const AttentionArgs a = make_attention_args(p);
   return naive_attention<Acc>(a, [&](std::int64_t b, std::int64_t row, std::int64_t h,
-                                     const Acc* o_row, Acc lse) {
+                                     const Acc* o_row, Acc lse, std::int64_t /*slot*/) {
     for (std::int64_t d = 0; d < a.head_dim; ++d) {
       store_from_float(a.o, a.dtype, offset(a.o_stride, b, row, h, d),
                        static_cast<float>(o_row[d]));
@@ -147,7 +160,8 @@ Status reference_forward_f64(const ForwardParams& p, double* out, double* lse) {
   const std::int64_t rows = varlen ? p.q.shape[0] : a.seqlen_q;
   const std::int64_t heads = a.heads, head_dim = a.head_dim;
   return naive_attention<double>(a, [&](std::int64_t b, std::int64_t row, std::int64_t h,
-                                        const double* o_row, double row_lse) {
+                                        const double* o_row, double row_lse,
+                                        std::int64_t /*slot*/) {
     const std::int64_t bb = varlen ? 0 : b;
     if (out != nullptr) {
       double* dst = out + ((bb * rows + row) * heads + h) * head_dim;
@@ -155,6 +169,36 @@ Status reference_forward_f64(const ForwardParams& p, double* out, double* lse) {
     }
     if (lse != nullptr) lse[(bb * heads + h) * rows + row] = row_lse;
   });
+}
+
+Status reference_rows_f64(const ForwardParams& p, const std::vector<RowId>& rows, double* out,
+                          double* lse) {
+  Status st = require_host(p);
+  if (!st.ok()) return st;
+  const AttentionArgs a = make_attention_args(p);
+  RowPicks picks(static_cast<std::size_t>(a.batch * a.heads));
+  for (std::size_t n = 0; n < rows.size(); ++n) {
+    const RowId& r = rows[n];
+    const bool in_range = r.batch >= 0 && r.batch < a.batch && r.head >= 0 &&
+                          r.head < a.heads && r.row >= 0 && r.row < a.seq(r.batch).seqlen_q;
+    if (!in_range) {
+      return Status(StatusCode::kInvalidArgument,
+                    "reference_rows_f64: row " + std::to_string(n) + " (b=" +
+                        std::to_string(r.batch) + ", h=" + std::to_string(r.head) + ", s=" +
+                        std::to_string(r.row) + ") is outside the problem");
+    }
+    picks[static_cast<std::size_t>(r.batch * a.heads + r.head)].emplace_back(
+        r.row, static_cast<std::int64_t>(n));
+  }
+  const std::int64_t head_dim = a.head_dim;
+  return naive_attention<double>(
+      a,
+      [&](std::int64_t, std::int64_t, std::int64_t, const double* o_row, double row_lse,
+          std::int64_t slot) {
+        if (out != nullptr) std::copy(o_row, o_row + head_dim, out + slot * head_dim);
+        if (lse != nullptr) lse[slot] = row_lse;
+      },
+      &picks);
 }
 
 }  // namespace flashattn::cpu

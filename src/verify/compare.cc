@@ -85,6 +85,25 @@ double lse_bound(const ReferenceOutputs& ref, double baseline_lse_error) {
          kLseUlps * kFloat32Epsilon * max_abs_finite(ref.lse);
 }
 
+double baseline_bound(const ReferenceOutputs& ref, DType dtype) {
+  double max_spacing = 0.0;
+  for (double r : ref.out) {
+    if (std::isfinite(r)) max_spacing = std::max(max_spacing, dtype_spacing(r, dtype));
+  }
+  const double max_ref = max_abs_finite(ref.out);
+  if (max_ref == 0.0) return 0.0;
+  const double float32_sides = ref.is_fp32 ? 2.0 : 1.0;
+  const double float32_noise =
+      kFloat32Epsilon * max_ref * (kBaselineSumUlps + kBaselineScoreUlps * max_abs_finite(ref.lse));
+  return kBaselineRoundingUlps * max_spacing + float32_sides * float32_noise;
+}
+
+double baseline_lse_bound(const ReferenceOutputs& ref) {
+  const double float32_sides = ref.is_fp32 ? 2.0 : 1.0;
+  return VerifyReport::kLseTolerance +
+         float32_sides * kBaselineLseUlps * kFloat32Epsilon * max_abs_finite(ref.lse);
+}
+
 OutputDims output_dims(const ProblemShape& shape) {
   OutputDims dims{shape.batch, shape.seqlen_q, shape.heads, shape.head_dim};
   if (shape.varlen()) {
@@ -140,6 +159,41 @@ struct RowIndex {
     return dims.varlen() ? i / dims.rows() : (i / dims.seqlen_q) % dims.heads;
   }
 };
+
+// The failure lines of a computation that is itself off against its reference (the baseline, or
+// the float32 GPU reference against float64 on the sample): "<who> is itself off<where>: ...".
+struct OffNames {
+  std::string who;    // "baseline naive (bf16) ", "reference naive (float32) "
+  std::string where;  // "" or " (float64 on 12 sampled rows)"
+  std::string o, o_ref, lse, lse_ref;  // "O_base", "O_ref", "LSE_base", "LSE_ref"
+  std::string fixed;  // " (fixed)", " (fixed, against a float32 reference)"
+};
+
+void off_lines(const OffNames& n, const ErrorStats& e, double bound, double lse_bound,
+               bool check_lse, const std::string& o_at, const std::string& lse_at,
+               std::vector<std::string>* lines) {
+  const std::string off = n.who + "is itself off" + n.where + ": ";
+  if (e.max_abs > bound) {
+    lines->push_back(off + "max|" + n.o + " - " + n.o_ref + "| = " + fmt(e.max_abs) +
+                     " > bound " + fmt(bound) + n.fixed + o_at);
+  }
+  if (e.nonfinite > 0) {
+    lines->push_back(off + std::to_string(e.nonfinite) +
+                     " non-finite outputs where the reference is finite" + o_at);
+  }
+  if (e.masked_nonzero > 0) {
+    lines->push_back(off + std::to_string(e.masked_nonzero) + " outputs != 0 on rows without keys" +
+                     o_at);
+  }
+  if (check_lse && e.lse_max_abs > lse_bound) {
+    lines->push_back(off + "max|" + n.lse + " - " + n.lse_ref + "| = " + fmt(e.lse_max_abs) +
+                     " > bound " + fmt(lse_bound) + n.fixed + lse_at);
+  }
+  if (check_lse && e.lse_mismatch_inf > 0) {
+    lines->push_back(off + std::to_string(e.lse_mismatch_inf) + " LSE rows where exactly one of " +
+                     n.lse + ", " + n.lse_ref + " is -inf" + lse_at);
+  }
+}
 
 }  // namespace
 
@@ -240,7 +294,10 @@ void judge(const OutputDims& dims, DType dtype, const HostOutputs& result,
   }
   r.atol = rounding_atol(ref, dtype);
   r.score_noise = score_noise_atol(ref);
-  r.baseline_error = error_stats(dims, baseline_checked, ref, kInf, kInf);
+  r.baseline_bound = baseline_bound(ref, dtype);
+  r.baseline_lse_bound = baseline_lse_bound(ref);
+  r.baseline_error =
+      error_stats(dims, baseline_checked, ref, r.baseline_bound, r.baseline_lse_bound);
   r.max_abs_bound = 2.0 * r.baseline_error.max_abs + r.atol;
   r.mean_abs_bound = 1.5 * r.baseline_error.mean_abs + r.atol / 4.0;
   r.lse_bound = lse_bound(ref, r.baseline_error.lse_max_abs);
@@ -248,6 +305,24 @@ void judge(const OutputDims& dims, DType dtype, const HostOutputs& result,
   r.unwritten = count_unwritten(result_checked, dtype);
 
   r.failures.clear();
+  // The baseline first: a backend is never passed against a baseline that is itself off.
+  const ErrorStats& b = r.baseline_error;
+  const std::string base_at =
+      b.first_bad.empty() ? "" : " first at " + index_string(b.first_bad, "bshd");
+  const std::string base_lse_at =
+      b.first_bad_lse.empty() ? "" : " first at " + index_string(b.first_bad_lse, "bhs");
+  const OffNames names{"baseline " + (r.baseline.empty() ? "" : r.baseline + " "),
+                       "",
+                       "O_base",
+                       "O_ref",
+                       "LSE_base",
+                       "LSE_ref",
+                       ref.is_fp32 ? " (fixed, against a float32 reference)" : " (fixed)"};
+  const std::size_t before_baseline = r.failures.size();
+  off_lines(names, b, r.baseline_bound, r.baseline_lse_bound, check_lse, base_at, base_lse_at,
+            &r.failures);
+  r.baseline_passed = r.failures.size() == before_baseline;
+
   const ErrorStats& e = r.error;
   const std::string at = e.first_bad.empty() ? "" : " first at " + index_string(e.first_bad, "bshd");
   if (e.max_abs > r.max_abs_bound) {
@@ -287,6 +362,144 @@ void judge(const OutputDims& dims, DType dtype, const HostOutputs& result,
   if (!r.guards_intact) {
     r.failures.push_back("guard bytes after an output buffer were overwritten");
   }
+  r.passed = r.failures.empty();
+}
+
+std::vector<cpu::RowId> sample_rows(const ProblemShape& shape, double macs_budget) {
+  std::vector<cpu::RowId> rows;
+  const std::int64_t items = shape.batch * shape.heads;
+  if (items <= 0 || shape.head_dim <= 0) return rows;
+  const std::int64_t slices = std::min<std::int64_t>(items, kSampleSlices);
+  const double per_slice = std::max(macs_budget, 0.0) / static_cast<double>(slices);
+  for (std::int64_t k = 0; k < slices; ++k) {
+    // Spread over the (batch, head) items, the first and the last included.
+    const std::int64_t item = slices == 1 ? 0 : k * (items - 1) / (slices - 1);
+    const std::int64_t b = item / shape.heads, h = item % shape.heads;
+    const std::int64_t sq = shape.seqlen_q_of(b);
+    if (sq <= 0) continue;
+    // A row costs at most seqlen_k * head_dim multiply-adds (QK^T; PV again).
+    const double per_row =
+        static_cast<double>(std::max<std::int64_t>(shape.seqlen_k_of(b), 1)) *
+        static_cast<double>(shape.head_dim);
+    const double fit = std::floor(per_slice / per_row);
+    const std::int64_t want =
+        std::clamp<std::int64_t>(fit >= static_cast<double>(sq) ? sq : static_cast<std::int64_t>(fit),
+                                 std::min<std::int64_t>(kSampleMinRows, sq), sq);
+    // Evenly spaced rows, the first and the last included (strictly increasing: want <= sq).
+    for (std::int64_t j = 0; j < want; ++j) {
+      const std::int64_t s = want == 1 ? 0 : j * (sq - 1) / (want - 1);
+      rows.push_back({b, h, s});
+    }
+  }
+  return rows;
+}
+
+namespace {
+
+// Where sampled row `r` lives in the full outputs: its O row index t (O's row order) and its LSE
+// element.
+struct SampledAt {
+  std::int64_t t = 0, lse = 0;
+};
+
+SampledAt sampled_at(const OutputDims& dims, const cpu::RowId& r) {
+  SampledAt at;
+  if (dims.varlen()) {
+    at.t = dims.cu_seqlens_q[static_cast<std::size_t>(r.batch)] + r.row;
+    at.lse = r.head * dims.rows() + at.t;
+  } else {
+    at.t = r.batch * dims.seqlen_q + r.row;
+    at.lse = (r.batch * dims.heads + r.head) * dims.seqlen_q + r.row;
+  }
+  return at;
+}
+
+// The sampled rows of full outputs (O row-major as OutputDims says, LSE likewise), as compact
+// (rows, head_dim) and (rows) vectors.
+template <typename T>
+void pick(const OutputDims& dims, const std::vector<cpu::RowId>& sample, const std::vector<T>& out,
+          const std::vector<T>& lse, std::vector<T>* out_rows, std::vector<T>* lse_rows) {
+  const std::int64_t D = dims.head_dim;
+  out_rows->clear();
+  lse_rows->clear();
+  for (const cpu::RowId& r : sample) {
+    const SampledAt at = sampled_at(dims, r);
+    const auto o0 = static_cast<std::size_t>((at.t * dims.heads + r.head) * D);
+    out_rows->insert(out_rows->end(), out.begin() + static_cast<std::ptrdiff_t>(o0),
+                     out.begin() + static_cast<std::ptrdiff_t>(o0 + static_cast<std::size_t>(D)));
+    if (!lse.empty()) lse_rows->push_back(lse[static_cast<std::size_t>(at.lse)]);
+  }
+}
+
+// first_bad / first_bad_lse of compact sample stats, mapped back to the full problem's indices.
+void unmap_first_bad(const std::vector<cpu::RowId>& sample, ErrorStats* e) {
+  if (!e->first_bad.empty()) {
+    const cpu::RowId& r = sample[static_cast<std::size_t>(e->first_bad[1])];
+    e->first_bad = {r.batch, r.row, r.head, e->first_bad[3]};
+  }
+  if (!e->first_bad_lse.empty()) {
+    const cpu::RowId& r = sample[static_cast<std::size_t>(e->first_bad_lse[2])];
+    e->first_bad_lse = {r.batch, r.head, r.row};
+  }
+}
+
+}  // namespace
+
+void judge_sample(const OutputDims& dims, DType dtype, const std::vector<cpu::RowId>& sample,
+                  const ReferenceOutputs& sample_ref, const HostOutputs& baseline,
+                  const ReferenceOutputs* fp32_ref, bool check_lse, VerifyReport* report) {
+  VerifyReport& r = *report;
+  const auto n = static_cast<std::int64_t>(sample.size());
+  r.sample_rows = n;
+  // The sample as a problem of its own: one batch entry of n rows, one head.
+  OutputDims compact{1, n, 1, dims.head_dim, {}, {}};
+  if (static_cast<std::int64_t>(dims.row_without_keys.size()) == dims.rows()) {
+    for (const cpu::RowId& row : sample) {
+      compact.row_without_keys.push_back(
+          dims.row_without_keys[static_cast<std::size_t>(sampled_at(dims, row).t)]);
+    }
+  }
+  ReferenceOutputs f64 = sample_ref;
+  f64.is_fp32 = false;
+  if (!check_lse) f64.lse.clear();
+  r.sample_bound = baseline_bound(f64, dtype);
+  r.sample_reference_bound = baseline_bound(f64, DType::kFP32);
+  r.sample_lse_bound = baseline_lse_bound(f64);
+
+  const std::string where = " (float64 on " + std::to_string(n) + " sampled rows)";
+  std::vector<std::string> lines;
+  auto check = [&](const std::vector<float>& out, const std::vector<float>& lse, double bound,
+                   const OffNames& names, ErrorStats* stats) {
+    HostOutputs rows;
+    pick(dims, sample, out, check_lse ? lse : std::vector<float>{}, &rows.out, &rows.lse);
+    *stats = error_stats(compact, rows, f64, bound, r.sample_lse_bound);
+    unmap_first_bad(sample, stats);
+    const std::size_t before = lines.size();
+    off_lines(names, *stats, bound, r.sample_lse_bound, check_lse,
+              stats->first_bad.empty() ? "" : " first at " + index_string(stats->first_bad, "bshd"),
+              stats->first_bad_lse.empty() ? ""
+                                           : " first at " + index_string(stats->first_bad_lse, "bhs"),
+              &lines);
+    return lines.size() == before;
+  };
+  const bool baseline_ok =
+      check(baseline.out, baseline.lse, r.sample_bound,
+            {"baseline " + (r.baseline.empty() ? "" : r.baseline + " "), where, "O_base", "O_f64",
+             "LSE_base", "LSE_f64", " (fixed)"},
+            &r.baseline_sample_error);
+  r.sample_baseline_passed = baseline_ok;
+  r.sample_reference_passed = true;
+  r.reference_sampled = fp32_ref != nullptr;
+  if (fp32_ref != nullptr) {
+    const std::vector<float> out(fp32_ref->out.begin(), fp32_ref->out.end());
+    const std::vector<float> lse(fp32_ref->lse.begin(), fp32_ref->lse.end());
+    r.sample_reference_passed =
+        check(out, lse, r.sample_reference_bound,
+              {"reference " + (r.reference.empty() ? "" : r.reference + " "), where, "O_ref",
+               "O_f64", "LSE_ref", "LSE_f64", " (fixed, as a float32 baseline)"},
+              &r.reference_sample_error);
+  }
+  r.failures.insert(r.failures.begin(), lines.begin(), lines.end());
   r.passed = r.failures.empty();
 }
 

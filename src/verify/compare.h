@@ -41,11 +41,38 @@
 //                shape, the same one every backend applies.
 //   no non-finite output where the reference is finite; no element left unwritten (still holding
 //   the NaN poison); guard bytes intact.
+//
+// The baseline is checked first, against the reference, with a fixed bound that does not depend
+// on the baseline (a baseline 3% off would otherwise let a backend 6% off pass):
+//   baseline O   max|O_base - O_ref| <= kBaselineRoundingUlps * ulp_dtype(max|O_ref|)
+//                  + c * eps32 * max|O_ref| * (kBaselineSumUlps + kBaselineScoreUlps * max|LSE_ref|)
+//   baseline LSE max|LSE_base - LSE_ref| <= 1e-3 + c * kBaselineLseUlps * eps32 * max|LSE_ref|
+//   and the exact clauses (rows without keys, -inf only there, nothing non-finite),
+// with c = 1 against the float64 reference and c = 2 against the float32 GPU one (both sides
+// then carry float32 noise). Each term is what the naive algorithm makes: it computes S, P and
+// O in float32 and rounds only O to the dtype (at most half a step; one allowed); it sums P V
+// over the keys in float32; its scores are float32. Measured (cpu::naive_forward<float> against
+// float64 over tests/verify's quick and full grids, the variant cases, and seqlen_k 4097 /
+// 16384 / 65536 at d8 and d256 in every dtype and input kind):
+//   - rounding: max|O_base - O_ref| beyond the score term is at most 0.506 ulp of the dtype
+//     over the grids (0.505 in fp16 at 65536 keys);
+//   - float32 sums (fp32 outputs, where one ulp is eps32): 23 eps32 * max|O_ref| at 1023 keys,
+//     33 at 4097, 79 at 16384, 169 at 65536 (about 0.7 sqrt(seqlen_k)): 512 holds to ~5e5 keys;
+//   - scores: at most 1.11x the atol's score noise, i.e. 2.23 eps32 * max|LSE_ref| * max|O_ref|
+//     (fp16, InputKind::kVeryNegative, |LSE| = 6e4, d128): 4 allowed;
+//   - LSE: 8.7e-3 at |LSE| = 1.2e4 (kLargeScores, d256: 6.0 eps32 * max|LSE_ref|) and 8.7e3 at
+//     1.5e10 (kHugeScores, d128: 4.9); ordinary inputs 1e-5, far inside the 1e-3: 16 allowed.
+//     The backend clause's kLseUlps = 4 would not do: the float32 naive itself exceeds it.
+// With kHugeScores the score term, like atol's, exceeds max|O_ref| and does not constrain O;
+// kVeryNegative's (|LSE| = 6e4) is 2.9% of max|O_ref|. A failed baseline fails the
+// verification with its own line ("baseline naive (bf16) is itself off: ..."); the backend's
+// clauses are still evaluated and reported.
 #pragma once
 
 #include <cstdint>
 #include <vector>
 
+#include "cpu/reference.h"
 #include "verify/verify.h"
 
 namespace flashattn::verifier {
@@ -55,6 +82,11 @@ constexpr double kAtolFloorFp32Ref = 1e-5;
 constexpr double kFloat32Epsilon = 1.1920928955078125e-7;  // 2^-23
 constexpr double kScoreUlps = 2.0;
 constexpr double kLseUlps = 4.0;
+// The baseline's fixed bound (see above).
+constexpr double kBaselineRoundingUlps = 1.0;
+constexpr double kBaselineSumUlps = 512.0;
+constexpr double kBaselineScoreUlps = 4.0;
+constexpr double kBaselineLseUlps = 16.0;
 
 // Logical output sizes: O is (batch, seqlen_q, heads, head_dim), LSE (batch, heads, seqlen_q),
 // both row-major; with varlen O is (total_q, heads, head_dim) and LSE (heads, total_q).
@@ -101,6 +133,10 @@ double rounding_atol(const ReferenceOutputs& ref, DType dtype);
 double score_noise_atol(const ReferenceOutputs& ref);
 // The LSE bound (see above) given the baseline's max LSE error.
 double lse_bound(const ReferenceOutputs& ref, double baseline_lse_error);
+// The baseline's fixed bounds (see above): on max|O_base - O_ref| for a baseline of `dtype`, and
+// on max|LSE_base - LSE_ref|.
+double baseline_bound(const ReferenceOutputs& ref, DType dtype);
+double baseline_lse_bound(const ReferenceOutputs& ref);
 
 // Errors of `result` against `ref`. Elements with |O - O_ref| > elem_bound, non-finite where
 // O_ref is finite, or non-zero on a row without keys count as bad; the first one's (b, s, h, d)
@@ -113,9 +149,37 @@ ErrorStats error_stats(const OutputDims& dims, const HostOutputs& result,
 // Elements (of O and LSE) still holding the poison of OwnedTensor::fill_nan: never written.
 std::int64_t count_unwritten(const HostOutputs& result, DType out_dtype);
 
-// Fills report->error, baseline_error, atol, the bounds, unwritten, passed and failures from the
-// host results. report->shape, guards_intact and the names are the caller's; `check_lse` false
-// skips the LSE clauses.
+// The sampled check of verify() with the float32 GPU reference (shapes above
+// cpu_reference_limit, where the float64 reference of the whole problem is unaffordable): the
+// baseline, and the float32 reference itself, against the float64 CPU reference on a sample of
+// rows, by the baseline bound above (c = 1; the reference as a float32 baseline, its dtype fp32).
+// Without it the baseline there is only compared with the float32 reference, which is the GPU
+// naive kernel again: a naive kernel 3% off would be off alike in both and pass.
+//   The sample: up to kSampleSlices (batch, head) items, spread evenly over b * heads + h (the
+// first and the last included); in each, rows spread evenly over the sequence's rows (its first
+// and last included), as many as macs_budget / (slices * seqlen_k(b) * head_dim) allows, at least
+// kSampleMinRows (or every row of a shorter sequence). A row costs at most seqlen_k * head_dim
+// multiply-adds, so the float64 rows cost about macs_budget (more only where kSampleMinRows rows
+// exceed it), plus converting K and V once per item.
+constexpr std::int64_t kSampleSlices = 16;
+constexpr std::int64_t kSampleMinRows = 2;
+std::vector<cpu::RowId> sample_rows(const ProblemShape& shape, double macs_budget);
+
+// Fills report->sample_rows, baseline_sample_error, reference_sample_error, the sample bounds,
+// reference_sampled, sample_baseline_passed and sample_reference_passed, and adds the failure lines of the sampled
+// check in front of judge()'s (call it after judge()), updating passed. `sample_ref`: the float64 reference of
+// the sampled rows, compact (row n's O at [n * head_dim, +head_dim), its LSE at n: what
+// cpu::reference_rows_f64 writes); `baseline`: the whole problem's baseline, as judge() takes it;
+// `fp32_ref`: the whole float32 reference, checked too when given. `check_lse` false skips the
+// LSE clauses.
+void judge_sample(const OutputDims& dims, DType dtype, const std::vector<cpu::RowId>& sample,
+                  const ReferenceOutputs& sample_ref, const HostOutputs& baseline,
+                  const ReferenceOutputs* fp32_ref, bool check_lse, VerifyReport* report);
+
+// Fills report->error, baseline_error, atol, the bounds (the baseline's included),
+// baseline_passed, unwritten, passed and failures from the host results. report->shape,
+// guards_intact and the names are the caller's (report->baseline names the baseline in its
+// failure line); `check_lse` false skips the LSE clauses, the baseline's included.
 void judge(const OutputDims& dims, DType dtype, const HostOutputs& result,
            const HostOutputs& baseline, const ReferenceOutputs& ref, bool check_lse,
            VerifyReport* report);

@@ -6,8 +6,14 @@
 //
 //   reference = float64 CPU (cpu-reference) when affordable, else the GPU naive kernel in float32,
 //               from the same inputs already rounded to the test dtype;
-//   baseline  = the naive algorithm in the test dtype (GPU naive for CUDA, a float32 CPU naive for
-//               CPU backends): its error is what reordering and rounding cost at this shape;
+//   baseline  = the naive algorithm in the test dtype (GPU naive for CUDA backends, a float32 CPU
+//               naive for CPU backends and for the GPU naive backend itself, which would otherwise
+//               be judged against its own error): its error is what reordering and rounding cost
+//               at this shape, once it is itself within a fixed bound of the reference (a broken
+//               baseline fails the verification); with the float32 GPU reference, the baseline and
+//               that reference are also held to the bound against the float64 CPU reference on a
+//               sample of rows (verifier::sample_rows), so the GPU naive kernel is never judged
+//               by itself alone;
 //   pass iff  max|O - O_ref| <= 2 * max|O_base - O_ref| + atol
 //             (atol = one dtype step at max|O_ref| = 2 * the worst rounding of O_ref, plus the
 //             float32 score noise; verify/compare.h gives the exact terms and why)
@@ -49,6 +55,7 @@ enum class InputKind {
 };
 
 constexpr double kDefaultCpuReferenceLimit = 6e8;
+constexpr double kDefaultSampleLimit = 1e8;
 
 struct VerifyOptions {
   std::string backend = "auto";
@@ -61,6 +68,18 @@ struct VerifyOptions {
   // then only its name in the report. The tests plant errors through it (a backend that drops the
   // sinks, flips the ALiBi sign, ...) to prove the verifier catches them.
   std::function<Status(const ForwardParams&)> run_backend;
+  // Test only: the baseline, called instead of the naive algorithm verify() picks (on the params
+  // it would give that one: outputs in the dtype, contiguous, on the host for the CPU baseline).
+  // The tests plant errors through it (a 3% scale, a dropped sink) to prove that a broken
+  // baseline fails the verification; the report's baseline then says "(replaced by a test hook)".
+  std::function<Status(const ForwardParams&)> run_baseline;
+  // The float64 rows of the sampled check with the float32 GPU reference (verify/compare.h,
+  // sample_rows): their multiply-adds, about 0.2 s on 2 cores at the default.
+  double sample_limit = kDefaultSampleLimit;
+  // Test only: run the sampled check even where the float64 reference judges the whole problem,
+  // so that the CPU tests exercise the path of the GPU's large shapes (the sampled check then
+  // holds the baseline to the same bound on a subset of the same reference).
+  bool sample_check_always = false;
   // float64 CPU reference when batch*heads*seqlen_q*seqlen_k*head_dim (ShapeSizes::macs; with a
   // window or varlen the multiply-adds of the pairs the mask keeps, ShapeSizes::reference_macs)
   // is at most this; above it CUDA backends are judged against the float32 GPU naive kernel and CPU
@@ -85,6 +104,7 @@ struct VerifyReport {
   std::string backend;           // resolved name
   std::string reference;         // "cpu-reference (float64)" or "naive (float32)"
   std::string baseline;          // "naive (bf16)" / "cpu naive (float32 accumulate, bf16 out)"
+                                 // (the latter for CPU backends and the GPU naive backend)
   ProblemShape shape;
   std::uint64_t seed = 0;
   InputLayout layout = InputLayout::kContiguous;  // with shape and seed: enough to replay
@@ -94,6 +114,21 @@ struct VerifyReport {
   double atol = 0;
   double score_noise = 0;        // the float32 score-noise part of atol (verify/compare.h)
   double max_abs_bound = 0, mean_abs_bound = 0;
+  // The baseline's own fixed bounds against the reference (verify/compare.h), checked before its
+  // error is used; baseline_passed false fails the verification (as do the sampled check's
+  // flags below).
+  double baseline_bound = 0, baseline_lse_bound = 0;
+  bool baseline_passed = false;
+  // The sampled check (float32 GPU reference, or VerifyOptions::sample_check_always): the
+  // baseline and that reference against the float64 CPU reference on sample_rows rows, by the
+  // fixed bound (sample_reference_bound is the reference's, as a float32 result). sample_rows 0:
+  // no sampled check ran (the flags then stay true).
+  std::int64_t sample_rows = 0;
+  ErrorStats baseline_sample_error, reference_sample_error;
+  double sample_bound = 0, sample_reference_bound = 0, sample_lse_bound = 0;
+  bool sample_baseline_passed = true;
+  bool reference_sampled = false;  // the float32 reference was in the sampled check
+  bool sample_reference_passed = true;
   static constexpr double kLseTolerance = 1e-3;
   double lse_bound = kLseTolerance;  // kLseTolerance + the float32 terms of verify/compare.h
   std::int64_t unwritten = 0;    // O and LSE elements still holding the NaN poison

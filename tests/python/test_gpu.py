@@ -81,10 +81,13 @@ def test_matches_float64_reference(shape, causal, dtype, backend):
     seed = sum(shape) * 7 + causal
     q, k, v = make_inputs(*shape, dtype=dtype, seed=seed)
     out, lse = skip_if_not_applicable(backend, lambda: run_poisoned(q, k, v, causal, backend))
-    base_out, base_lse = run_poisoned(q, k, v, causal, "naive")
-    ref_out, ref_lse = attention_numpy(as_numpy64(q), as_numpy64(k), as_numpy64(v), None, causal)
-    check_attention(as_numpy64(out), as_numpy64(lse), ref_out, ref_lse, as_numpy64(base_out),
-                    as_numpy64(base_lse), dtype,
+    qn, kn, vn = (as_numpy64(x) for x in (q, k, v))
+    ref_out, ref_lse = attention_numpy(qn, kn, vn, None, causal)
+    if backend == "naive":  # not its own baseline: the float32 CPU naive, as the verifier does
+        base_out, base_lse = naive_float32(qn, kn, vn, None, causal, dtype)
+    else:
+        base_out, base_lse = (as_numpy64(x) for x in run_poisoned(q, k, v, causal, "naive"))
+    check_attention(as_numpy64(out), as_numpy64(lse), ref_out, ref_lse, base_out, base_lse, dtype,
                     context=f"{backend} {dtype} shape={shape} causal={causal} seed={seed}")
 
 
@@ -365,8 +368,10 @@ def test_variant_matches_reference_or_is_refused(name, dtype, backend):
     except RuntimeError as e:
         refused_or_raise(e, backend, options)
         return
-    try:  # the GPU naive backend as the baseline where it implements the variants
-        base = tuple(as_numpy64(x) for x in run_variant_poisoned(q, k, v, options, "naive"))
+    try:  # the GPU naive backend as the baseline where it implements the variants, except for
+        # itself (the float32 CPU naive then, as the verifier does)
+        if backend != "naive":
+            base = tuple(as_numpy64(x) for x in run_variant_poisoned(q, k, v, options, "naive"))
     except RuntimeError as e:
         refused_or_raise(e, "naive", options)  # else the float32 CPU naive baseline
     results = [as_numpy64(out), as_numpy64(lse), *ref, *base]

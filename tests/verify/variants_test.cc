@@ -2,13 +2,14 @@
 // sizes and the CPU reference limit, the generated side inputs, the judge on packed outputs and on
 // rows without keys, every variant through verify() on cpu-flash and cpu-reference against the
 // float64 reference, and planted errors (a backend that drops the sinks, flips the ALiBi sign,
-// ignores the window, ...) that the verifier must catch.
+// ignores the window, ...; a baseline 3% off or without its sinks) that the verifier must catch.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <map>
 #include <numeric>
 #include <set>
 #include <sstream>
@@ -19,6 +20,7 @@
 #include "common/mask_rule.h"
 #include "common/owned_tensor.h"
 #include "common/random.h"
+#include "cpu/reference.h"
 #include "test_util.h"
 #include "verify/compare.h"
 #include "verify/inputs.h"
@@ -427,7 +429,7 @@ class PackedCompareTest : public ::testing::Test {
       ref_.lse.push_back(dims_.row_without_keys[t] ? kSink[h] : 2.0 + normal_at(3, 1, i));
     }
     good_ = rounded(0.0);
-    baseline_ = rounded(0.004);
+    baseline_ = rounded(0.001);
   }
 
   verifier::HostOutputs rounded(double noise) const {
@@ -682,10 +684,16 @@ TEST_P(VariantVerifyTest, MatchesReference) {
   for (char ch : c.variant.name) options.seed = splitmix64(options.seed ^ static_cast<unsigned char>(ch));
   options.layout = c.variant.layout;
   options.kind = c.variant.kind;
+  // The sampled check of the large shapes too, so that it meets every variant (the full float64
+  // reference judges the baseline as well).
+  options.sample_check_always = true;
   VerifyReport report;
   const Status st = verify(c.variant.shape, options, &report);
   ASSERT_TRUE(st.ok()) << st.to_string() << " (seed " << options.seed << ")";
   EXPECT_TRUE(report.passed) << report.to_string();
+  EXPECT_GT(report.sample_rows, 0);
+  EXPECT_TRUE(report.baseline_passed);
+  EXPECT_TRUE(report.sample_baseline_passed);
   EXPECT_EQ(report.reference, "cpu-reference (float64)");
   EXPECT_EQ(report.unwritten, 0);
   EXPECT_TRUE(report.guards_intact);
@@ -875,6 +883,358 @@ TEST(PlantedErrorTest, SinkRowsWithoutKeysThatAreNotZeroFail) {
   EXPECT_FALSE(r.passed) << r.to_string();
   EXPECT_TRUE(has_failure(r, "rows without keys")) << r.to_string();
   EXPECT_EQ(r.error.masked_nonzero, 2);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Planted errors in the baseline (VerifyOptions::run_baseline). The baseline is checked against
+// the reference with a fixed bound before its error is used: a broken baseline fails the
+// verification, even where the backend measured against it would pass.
+
+using Runner = std::function<Status(const ForwardParams&)>;
+
+// O (contiguous, as verify() allocates the baseline's; a contiguous-layout backend's too)
+// multiplied by `factor` after `run`: a kernel with a wrong normalization.
+Runner scaled(Runner run, float factor) {
+  return [run, factor](const ForwardParams& p) {
+    const Status st = run(p);
+    if (!st.ok()) return st;
+    for (std::int64_t i = 0; i < p.out.numel(); ++i) {
+      store_from_float(p.out.data, p.out.dtype, i,
+                       factor * load_as_float(p.out.data, p.out.dtype, i));
+    }
+    return Status::Ok();
+  };
+}
+
+Status cpu_naive(const ForwardParams& p) { return cpu::naive_forward<float>(p); }
+
+VerifyReport verify_planted_baseline(const ProblemShape& shape, const Runner& baseline,
+                                     const Runner& backend = run_cpu_flash) {
+  VerifyOptions options;
+  options.backend = "planted";
+  options.seed = testing::base_seed();
+  options.run_backend = backend;
+  options.run_baseline = baseline;
+  VerifyReport report;
+  const Status st = verify(shape, options, &report);
+  EXPECT_TRUE(st.ok()) << st.to_string();
+  return report;
+}
+
+TEST(PlantedBaselineTest, TheHookRunningTheNaiveAlgorithmPasses) {
+  const ProblemShape s = with_sinks(dense(2, 4, 2, 113, 203, 64, DType::kBF16, true));
+  const VerifyReport r = verify_planted_baseline(s, cpu_naive);
+  EXPECT_TRUE(r.passed) << r.to_string();
+  EXPECT_TRUE(r.baseline_passed);
+  EXPECT_EQ(r.baseline, "cpu naive (float32 accumulate, bf16 out) (replaced by a test hook)");
+}
+
+// A baseline 3% off (1e-4 in fp32, whose bound is 1 + 512 + 4 * |LSE| float32 steps, about
+// 6.5e-5 relative here) against a correct backend: the verification fails on the baseline's
+// line alone; the backend's own clauses pass.
+TEST(PlantedBaselineTest, ScaledBaselineFails) {
+  for (DType dt : {DType::kBF16, DType::kFP16, DType::kFP32}) {
+    const ProblemShape s = dense(2, 4, 2, 113, 203, 64, dt, false);
+    const float factor = dt == DType::kFP32 ? 1.0001f : 1.03f;
+    const VerifyReport r = verify_planted_baseline(s, scaled(cpu_naive, factor));
+    EXPECT_FALSE(r.passed) << r.to_string();
+    EXPECT_FALSE(r.baseline_passed) << r.to_string();
+    ASSERT_EQ(r.failures.size(), 1u) << r.to_string();
+    EXPECT_EQ(r.failures[0].find("baseline cpu naive (float32 accumulate, " +
+                                 std::string(dtype_name(dt)) +
+                                 " out) (replaced by a test hook) is itself off: max|O_base - "
+                                 "O_ref| = "),
+              0u)
+        << r.failures[0];
+    EXPECT_LE(r.error.max_abs, r.max_abs_bound) << r.to_string();
+    EXPECT_NE(r.to_string().find("FAIL "), std::string::npos);
+  }
+}
+
+// The case: the naive algorithm with a 3% scale error as the backend, measured against
+// itself as the baseline. Its error is its baseline's, so every backend clause passes; the
+// baseline's fixed bound is what fails it.
+TEST(PlantedBaselineTest, BackendAndBaselineOffAlikeFail) {
+  const ProblemShape s = dense(2, 4, 2, 203, 113, 64, DType::kBF16, true);
+  const Runner off = scaled(cpu_naive, 1.03f);
+  const VerifyReport r = verify_planted_baseline(s, off, off);
+  EXPECT_FALSE(r.passed) << r.to_string();
+  ASSERT_EQ(r.failures.size(), 1u) << r.to_string();
+  EXPECT_NE(r.failures[0].find("is itself off: max|O_base - O_ref|"), std::string::npos)
+      << r.failures[0];
+  EXPECT_EQ(r.error.max_abs, r.baseline_error.max_abs);
+}
+
+// A baseline that drops the sinks: its LSE misses the sink's term (-inf on the rows without
+// keys, which must hold the sink's logit) and its O the sink's share.
+TEST(PlantedBaselineTest, BaselineWithoutSinksFails) {
+  const ProblemShape s = with_sinks(dense(2, 4, 2, 203, 113, 64, DType::kBF16, true));
+  const VerifyReport r = verify_planted_baseline(s, [](const ForwardParams& p) {
+    ForwardParams q = p;
+    q.sinks = TensorView{};
+    return cpu_naive(q);
+  });
+  EXPECT_FALSE(r.passed) << r.to_string();
+  EXPECT_FALSE(r.baseline_passed);
+  bool lse_line = false, inf_line = false;
+  for (const std::string& f : r.failures) {
+    lse_line = lse_line || f.find("is itself off: max|LSE_base - LSE_ref|") != std::string::npos;
+    inf_line = inf_line || f.find("LSE_base, LSE_ref is -inf") != std::string::npos;
+  }
+  EXPECT_TRUE(lse_line) << r.to_string();
+  EXPECT_TRUE(inf_line) << r.to_string();
+}
+
+
+// ---------------------------------------------------------------------------------------------
+// The sampled check. Above cpu_reference_limit the reference is the float32 GPU naive kernel,
+// the same kernel as the GPU baseline: a naive kernel 3% off is off alike in both, and judged
+// against each other they agree. verify() then also holds the baseline (and that reference) to
+// the fixed bound against the float64 CPU reference on a sample of rows (verifier::sample_rows,
+// cpu::reference_rows_f64, verifier::judge_sample). The GPU path itself runs in tests/cuda; here
+// the same steps run on the CPU: through verify() with VerifyOptions::sample_check_always, and
+// as judge() + judge_sample() on a float32 "GPU reference" stand-in that is 3% off.
+
+TEST(SampledCheckTest, SampleRowsSpreadOverItemsAndRows) {
+  const ProblemShape s = dense(3, 8, 2, 1000, 4000, 64, DType::kBF16, true);
+  const std::vector<cpu::RowId> rows = verifier::sample_rows(s, 1e8);
+  // 24 (batch, head) items: 16 of them, the first and the last included; per item
+  // floor(1e8 / 16 / (4000 * 64)) = 24 rows, the first and the last row included.
+  std::set<std::int64_t> items;
+  std::map<std::int64_t, std::vector<std::int64_t>> rows_of;
+  double macs = 0;
+  for (const cpu::RowId& r : rows) {
+    ASSERT_GE(r.batch, 0);
+    ASSERT_LT(r.batch, 3);
+    ASSERT_GE(r.head, 0);
+    ASSERT_LT(r.head, 8);
+    ASSERT_GE(r.row, 0);
+    ASSERT_LT(r.row, 1000);
+    items.insert(r.batch * 8 + r.head);
+    rows_of[r.batch * 8 + r.head].push_back(r.row);
+    macs += 4000.0 * 64;
+  }
+  EXPECT_EQ(items.size(), 16u);
+  EXPECT_EQ(*items.begin(), 0);
+  EXPECT_EQ(*items.rbegin(), 23);
+  EXPECT_LE(macs, 1e8);
+  for (const auto& [item, r] : rows_of) {
+    ASSERT_EQ(r.size(), 24u) << "item " << item;
+    EXPECT_EQ(r.front(), 0);
+    EXPECT_EQ(r.back(), 999);
+    EXPECT_TRUE(std::is_sorted(r.begin(), r.end()));
+    EXPECT_EQ(std::adjacent_find(r.begin(), r.end()), r.end()) << "a row twice";
+  }
+  // A budget too small for two rows still takes the first and the last of each item; one that
+  // covers everything takes every row; fewer items than kSampleSlices: all of them.
+  const std::vector<cpu::RowId> two = verifier::sample_rows(s, 1.0);
+  ASSERT_EQ(two.size(), 32u);
+  EXPECT_EQ(two[0].row, 0);
+  EXPECT_EQ(two[1].row, 999);
+  const ProblemShape small = dense(1, 3, 1, 7, 5, 8, DType::kFP16, false);
+  EXPECT_EQ(verifier::sample_rows(small, 1e9).size(), 21u);
+  EXPECT_EQ(verifier::sample_rows(dense(0, 3, 1, 7, 5, 8, DType::kFP16, false), 1e9).size(), 0u);
+  // Varlen: rows within each sequence; sequences without queries give none, without keys some.
+  const ProblemShape v = packed(2, 1, {5, 0, 9}, {4, 3, 0}, 16, DType::kBF16, false);
+  for (const cpu::RowId& r : verifier::sample_rows(v, 1e9)) {
+    EXPECT_NE(r.batch, 1);
+    EXPECT_LT(r.row, v.seqlen_q_of(r.batch));
+  }
+  EXPECT_EQ(verifier::sample_rows(v, 1e9).size(), 2u * (5 + 9));
+}
+
+// reference_rows_f64 gives the sampled rows exactly what the full float64 reference gives them,
+// on every variant case (varlen, sinks, ALiBi per batch entry, windows, GQA, layouts).
+TEST(SampledCheckTest, SampledRowsAreTheFullReferenceBitForBit) {
+  for (const VariantCase& c : variant_cases()) {
+    verifier::Inputs in;
+    ASSERT_TRUE(verifier::make_inputs(c.shape, c.layout, c.kind, Device::cpu(), 11, &in).ok());
+    verifier::Outputs outs;
+    ASSERT_TRUE(verifier::make_outputs(c.shape, c.layout, c.shape.dtype, Device::cpu(), true,
+                                       &outs).ok());
+    const ForwardParams p = verifier::make_params(c.shape, in, outs);
+    std::vector<double> out(static_cast<std::size_t>(p.out.numel())),
+        lse(static_cast<std::size_t>(p.lse.numel()));
+    ASSERT_TRUE(cpu::reference_forward_f64(p, out.data(), lse.data()).ok());
+    // A budget of about 3 rows per item: a strict subset where the sequences are long.
+    const std::vector<cpu::RowId> sample = verifier::sample_rows(
+        c.shape, 3.0 * verifier::kSampleSlices * c.shape.seqlen_k * c.shape.head_dim);
+    ASSERT_FALSE(sample.empty()) << c.name;
+    std::vector<double> out_rows(sample.size() * static_cast<std::size_t>(c.shape.head_dim)),
+        lse_rows(sample.size());
+    ASSERT_TRUE(cpu::reference_rows_f64(p, sample, out_rows.data(), lse_rows.data()).ok());
+    const verifier::OutputDims dims = verifier::output_dims(c.shape);
+    const std::int64_t D = c.shape.head_dim, H = c.shape.heads;
+    for (std::size_t n = 0; n < sample.size(); ++n) {
+      const cpu::RowId& r = sample[n];
+      const std::int64_t t = dims.varlen()
+                                 ? dims.cu_seqlens_q[static_cast<std::size_t>(r.batch)] + r.row
+                                 : r.batch * c.shape.seqlen_q + r.row;
+      const std::int64_t l = dims.varlen() ? r.head * dims.rows() + t
+                                           : (r.batch * H + r.head) * c.shape.seqlen_q + r.row;
+      for (std::int64_t d = 0; d < D; ++d) {
+        ASSERT_EQ(out_rows[n * D + d], out[static_cast<std::size_t>((t * H + r.head) * D + d)])
+            << c.name << " row " << n;
+      }
+      ASSERT_EQ(lse_rows[n], lse[static_cast<std::size_t>(l)]) << c.name << " row " << n;
+    }
+  }
+  // A row outside the problem is refused, naming it.
+  const ProblemShape s = dense(1, 2, 1, 5, 5, 8, DType::kFP32, false);
+  verifier::Inputs in;
+  ASSERT_TRUE(verifier::make_inputs(s, InputLayout::kContiguous, InputKind::kNormal,
+                                    Device::cpu(), 1, &in).ok());
+  verifier::Outputs outs;
+  ASSERT_TRUE(verifier::make_outputs(s, InputLayout::kContiguous, s.dtype, Device::cpu(), true,
+                                     &outs).ok());
+  std::vector<double> o(8), l(1);
+  const Status st =
+      cpu::reference_rows_f64(verifier::make_params(s, in, outs), {{0, 2, 0}}, o.data(), l.data());
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(st.message().find("(b=0, h=2, s=0) is outside the problem"), std::string::npos)
+      << st.message();
+}
+
+VerifyReport verify_sampled(const ProblemShape& shape, const Runner& baseline,
+                            const Runner& backend = run_cpu_flash) {
+  VerifyOptions options;
+  options.backend = "planted";
+  options.seed = testing::base_seed();
+  options.run_backend = backend;
+  options.run_baseline = baseline;
+  options.sample_check_always = true;
+  options.sample_limit = 2e6;  // a subset: 1 or 2 rows of some items, more of others
+  VerifyReport report;
+  const Status st = verify(shape, options, &report);
+  EXPECT_TRUE(st.ok()) << st.to_string();
+  return report;
+}
+
+// Through verify(): the sampled check runs on the baseline verify() uses, the test hook's
+// included, with its own failure line; a correct baseline passes it, variants included.
+TEST(SampledCheckTest, ThroughVerifyTheSampledCheckHoldsTheBaseline) {
+  ProblemShape s = with_sinks(with_alibi(dense(2, 4, 2, 203, 113, 64, DType::kBF16, true),
+                                         AlibiMode::kBatchHeads));
+  const VerifyReport good = verify_sampled(s, cpu_naive);
+  EXPECT_TRUE(good.passed) << good.to_string();
+  EXPECT_GT(good.sample_rows, 0);
+  EXPECT_LT(good.sample_rows, 2 * 4 * 203);
+  EXPECT_FALSE(good.reference_sampled);  // the float64 reference is not checked against itself
+  EXPECT_LE(good.baseline_sample_error.max_abs, good.sample_bound);
+  EXPECT_LE(good.baseline_sample_error.max_abs, good.baseline_error.max_abs);  // a subset of it
+  EXPECT_TRUE(good.sample_baseline_passed);
+  EXPECT_NE(good.to_string().find("(the baseline against float64 on " +
+                                  std::to_string(good.sample_rows) + " rows"),
+            std::string::npos)
+      << good.to_string();
+
+  for (DType dt : {DType::kBF16, DType::kFP16, DType::kFP32}) {
+    s.dtype = dt;
+    const float factor = dt == DType::kFP32 ? 1.0001f : 1.03f;
+    const VerifyReport r = verify_sampled(s, scaled(cpu_naive, factor));
+    EXPECT_FALSE(r.passed);
+    EXPECT_FALSE(r.baseline_passed);  // the float64 reference judges the whole baseline too
+    EXPECT_FALSE(r.sample_baseline_passed);
+    EXPECT_TRUE(has_failure(r, "baseline cpu naive (float32 accumulate, " +
+                                   std::string(dtype_name(dt)) +
+                                   " out) (replaced by a test hook) is itself off (float64 on " +
+                                   std::to_string(r.sample_rows) +
+                                   " sampled rows): max|O_base - O_f64| = "))
+        << r.to_string();
+    EXPECT_GT(r.baseline_sample_error.max_abs, r.sample_bound) << r.to_string();
+  }
+}
+
+// The large-shape path on the CPU: the "GPU naive kernel" is a float32 naive 3% off, run in
+// float32 (the reference) and in the dtype (the baseline); the backend is off alike. Against
+// that reference everything agrees and judge() passes it all; the sampled check against float64
+// fails the baseline and the reference, each on its own line.
+TEST(SampledCheckTest, A3PercentNaiveKernelPassesJudgeAloneAndFailsTheSampledCheck) {
+  for (DType dt : {DType::kBF16, DType::kFP16}) {
+    const ProblemShape s = with_window(dense(2, 4, 2, 203, 339, 64, dt, true), 100, 0);
+    verifier::Inputs in;
+    ASSERT_TRUE(verifier::make_inputs(s, InputLayout::kContiguous, InputKind::kNormal,
+                                      Device::cpu(), 5, &in).ok());
+    const Runner off = scaled(cpu_naive, 1.03f);
+    auto run = [&](const verifier::Inputs& inputs, DType out_dtype, verifier::HostOutputs* h) {
+      verifier::Outputs outs;
+      ASSERT_TRUE(verifier::make_outputs(s, InputLayout::kContiguous, out_dtype, Device::cpu(),
+                                         true, &outs).ok());
+      ASSERT_TRUE(off(verifier::make_params(s, inputs, outs)).ok());
+      ASSERT_TRUE(outs.out.to_host_float(&h->out).ok());
+      ASSERT_TRUE(outs.lse.to_host_float(&h->lse).ok());
+    };
+    verifier::Inputs in32 = in;
+    ASSERT_TRUE(in.q.convert_to(DType::kFP32, &in32.q).ok());
+    ASSERT_TRUE(in.k.convert_to(DType::kFP32, &in32.k).ok());
+    ASSERT_TRUE(in.v.convert_to(DType::kFP32, &in32.v).ok());
+    verifier::HostOutputs ref32, baseline;
+    run(in32, DType::kFP32, &ref32);
+    run(in, dt, &baseline);
+    verifier::ReferenceOutputs ref;
+    ref.out.assign(ref32.out.begin(), ref32.out.end());
+    ref.lse.assign(ref32.lse.begin(), ref32.lse.end());
+    ref.is_fp32 = true;
+
+    const verifier::OutputDims dims = verifier::output_dims(s);
+    VerifyReport r;
+    r.shape = s;
+    r.baseline = "naive (" + std::string(dtype_name(dt)) + ")";
+    r.reference = "naive (float32)";
+    verifier::judge(dims, dt, baseline, baseline, ref, /*check_lse=*/true, &r);
+    ASSERT_TRUE(r.passed) << "the premise: judged against itself the kernel passes\n"
+                          << r.to_string();
+
+    const std::vector<cpu::RowId> sample = verifier::sample_rows(s, 2e6);
+    verifier::ReferenceOutputs f64;
+    f64.out.resize(sample.size() * static_cast<std::size_t>(s.head_dim));
+    f64.lse.resize(sample.size());
+    verifier::Outputs scratch;
+    ASSERT_TRUE(verifier::make_outputs(s, InputLayout::kContiguous, dt, Device::cpu(), true,
+                                       &scratch).ok());
+    ASSERT_TRUE(cpu::reference_rows_f64(verifier::make_params(s, in, scratch), sample,
+                                        f64.out.data(), f64.lse.data()).ok());
+    verifier::judge_sample(dims, dt, sample, f64, baseline, &ref, true, &r);
+    EXPECT_FALSE(r.passed);
+    EXPECT_TRUE(r.baseline_passed);  // against the float32 reference, the same kernel
+    EXPECT_FALSE(r.sample_baseline_passed);
+    EXPECT_FALSE(r.sample_reference_passed);
+    EXPECT_TRUE(r.reference_sampled);
+    EXPECT_NE(r.to_string().find("the reference against float64 there"), std::string::npos)
+        << r.to_string();
+    ASSERT_EQ(r.failures.size(), 2u) << r.to_string();
+    const std::string where = "(float64 on " + std::to_string(sample.size()) + " sampled rows)";
+    EXPECT_EQ(r.failures[0].find("baseline naive (" + std::string(dtype_name(dt)) +
+                                 ") is itself off " + where + ": max|O_base - O_f64| = "),
+              0u)
+        << r.failures[0];
+    EXPECT_EQ(r.failures[1].find("reference naive (float32) is itself off " + where +
+                                 ": max|O_ref - O_f64| = "),
+              0u)
+        << r.failures[1];
+    EXPECT_NE(r.failures[0].find(" first at (b="), std::string::npos) << r.failures[0];
+
+    // The same kernel without the scale error passes the sampled check.
+    const Runner good = cpu_naive;
+    auto run_good = [&](const verifier::Inputs& inputs, DType out_dtype, verifier::HostOutputs* h) {
+      verifier::Outputs outs;
+      ASSERT_TRUE(verifier::make_outputs(s, InputLayout::kContiguous, out_dtype, Device::cpu(),
+                                         true, &outs).ok());
+      ASSERT_TRUE(good(verifier::make_params(s, inputs, outs)).ok());
+      ASSERT_TRUE(outs.out.to_host_float(&h->out).ok());
+      ASSERT_TRUE(outs.lse.to_host_float(&h->lse).ok());
+    };
+    run_good(in32, DType::kFP32, &ref32);
+    run_good(in, dt, &baseline);
+    ref.out.assign(ref32.out.begin(), ref32.out.end());
+    ref.lse.assign(ref32.lse.begin(), ref32.lse.end());
+    VerifyReport ok;
+    ok.reference = "naive (float32)";
+    verifier::judge(dims, dt, baseline, baseline, ref, true, &ok);
+    verifier::judge_sample(dims, dt, sample, f64, baseline, &ref, true, &ok);
+    EXPECT_TRUE(ok.passed) << ok.to_string();
+    EXPECT_LE(ok.reference_sample_error.max_abs, ok.sample_reference_bound);
+  }
 }
 
 }  // namespace

@@ -3,7 +3,11 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
+#include <fstream>
+#include <iomanip>
 #include <limits>
+#include <map>
 #include <set>
 #include <sstream>
 #include <string>
@@ -418,7 +422,7 @@ class CompareTest : public ::testing::Test {
           s < 2 ? -std::numeric_limits<double>::infinity() : 2.0 + normal_at(7, 1, i);
     }
     // Baseline: the reference rounded to bf16 plus a little noise; good: rounded only.
-    baseline_ = rounded(0.004);
+    baseline_ = rounded(0.001);
     good_ = rounded(0.0);
   }
 
@@ -472,6 +476,59 @@ TEST_F(CompareTest, RoundedResultPasses) {
   EXPECT_GT(r.atol, 0.0);
   EXPECT_LE(r.error.max_abs, r.atol / 2 + 1e-12);
   EXPECT_GT(r.baseline_error.max_abs, r.error.max_abs);
+  EXPECT_TRUE(r.baseline_passed);
+  EXPECT_LE(r.baseline_error.max_abs, r.baseline_bound);
+  EXPECT_NE(r.to_string().find("base bound"), std::string::npos) << r.to_string();
+}
+
+// The baseline 3% off: every clause of the result passes against it (the result is the rounded
+// reference), yet the verification fails on the baseline's own line, naming it; so does a
+// baseline whose LSE is off, or that is not 0 on a row without keys.
+TEST_F(CompareTest, BaselineOffFailsTheVerification) {
+  verifier::HostOutputs scaled = baseline_;
+  for (float& o : scaled.out) o *= 1.03f;
+  VerifyReport r;
+  r.baseline = "naive (bf16)";
+  verifier::judge(dims_, DType::kBF16, good_, scaled, ref_, /*check_lse=*/true, &r);
+  EXPECT_FALSE(r.passed);
+  EXPECT_FALSE(r.baseline_passed);
+  ASSERT_EQ(r.failures.size(), 1u) << r.to_string();
+  EXPECT_EQ(r.failures[0].find("baseline naive (bf16) is itself off: max|O_base - O_ref| = "), 0u)
+      << r.failures[0];
+  EXPECT_NE(r.failures[0].find("(fixed)"), std::string::npos) << r.failures[0];
+  EXPECT_LE(r.error.max_abs, r.max_abs_bound);  // the result's clauses alone would pass
+  EXPECT_NE(r.to_string().find("FAILED)"), std::string::npos) << r.to_string();
+
+  // A result 3% off as well passes every clause of its own against that baseline: the failure
+  // the baseline check exists for.
+  VerifyReport both;
+  verifier::judge(dims_, DType::kBF16, scaled, scaled, ref_, true, &both);
+  EXPECT_FALSE(both.passed);
+  EXPECT_EQ(both.failures.size(), 1u) << both.to_string();
+  EXPECT_LE(both.error.max_abs, both.max_abs_bound);
+
+  verifier::HostOutputs lse_off = baseline_;
+  lse_off.lse[2 * dims_.seqlen_q + 3] += 0.05f;  // a sink's worth of LSE on (b=0, h=2, s=3)
+  VerifyReport rl;
+  verifier::judge(dims_, DType::kBF16, good_, lse_off, ref_, true, &rl);
+  EXPECT_FALSE(rl.passed);
+  ASSERT_FALSE(rl.failures.empty());
+  EXPECT_NE(rl.failures[0].find("is itself off: max|LSE_base - LSE_ref|"), std::string::npos)
+      << rl.to_string();
+  EXPECT_NE(rl.failures[0].find("first at (b=0, h=2, s=3)"), std::string::npos) << rl.failures[0];
+  // Not checked without LSE.
+  VerifyReport rn;
+  verifier::judge(dims_, DType::kBF16, good_, lse_off, ref_, /*check_lse=*/false, &rn);
+  EXPECT_TRUE(rn.passed) << rn.to_string();
+
+  verifier::HostOutputs nonzero = baseline_;
+  nonzero.out[at(1, 0, 1, 2)] = 1e-6f;  // row s = 0 has no key
+  VerifyReport rz;
+  verifier::judge(dims_, DType::kBF16, good_, nonzero, ref_, true, &rz);
+  EXPECT_FALSE(rz.passed);
+  EXPECT_NE(rz.to_string().find("is itself off: 1 outputs != 0 on rows without keys"),
+            std::string::npos)
+      << rz.to_string();
 }
 
 TEST_F(CompareTest, PerturbedElementFailsMaxClauseWithIndex) {
@@ -633,6 +690,193 @@ TEST(CompareAtolTest, RoundingAtolIsOneStepAtTheLargestOutput) {
   EXPECT_DOUBLE_EQ(verifier::rounding_atol(ref, DType::kBF16), 2.0 / 128.0);
   ref.out = {0.0, 0.0};
   EXPECT_EQ(verifier::rounding_atol(ref, DType::kBF16), 0.0);
+}
+
+// The rule's numbers worked by hand; tests/python/test_tolerance.py asserts the same numbers
+// for tolerance.py, so the two copies of the rule cannot drift apart unnoticed.
+TEST(CompareAtolTest, ConstantsAndWorkedExamples) {
+  EXPECT_EQ(verifier::kAtolFloor, 1e-6);
+  EXPECT_EQ(verifier::kAtolFloorFp32Ref, 1e-5);
+  EXPECT_EQ(verifier::kFloat32Epsilon, std::ldexp(1.0, -23));
+  EXPECT_EQ(verifier::kScoreUlps, 2.0);
+  EXPECT_EQ(verifier::kLseUlps, 4.0);
+  EXPECT_EQ(VerifyReport::kLseTolerance, 1e-3);
+  EXPECT_EQ(verifier::kBaselineRoundingUlps, 1.0);
+  EXPECT_EQ(verifier::kBaselineSumUlps, 512.0);
+  EXPECT_EQ(verifier::kBaselineScoreUlps, 4.0);
+  EXPECT_EQ(verifier::kBaselineLseUlps, 16.0);
+
+  // max|O_ref| = 2.5 (bf16 step 2^-6, fp16 2^-9), max|LSE_ref| = 12 (the -inf is skipped).
+  verifier::ReferenceOutputs ref;
+  ref.out = {2.5, -0.75, 0.0, 1.0};
+  ref.lse = {12.0, -3.0, -std::numeric_limits<double>::infinity()};
+  const double eps = std::ldexp(1.0, -23);
+  // score noise = 2 * eps * 12 * 2.5 = 60 eps = 7.152557373046875e-06
+  EXPECT_DOUBLE_EQ(verifier::score_noise_atol(ref), 7.152557373046875e-06);
+  EXPECT_DOUBLE_EQ(verifier::score_noise_atol(ref), 60 * eps);
+  // atol = step + score noise: bf16 0.015625 + 60 eps, fp16 0.001953125 + 60 eps; fp32: the
+  // floor 1e-6 * 2.5 (the step, 2^-22, is below it), 1e-5 * 2.5 against a float32 reference.
+  EXPECT_DOUBLE_EQ(verifier::rounding_atol(ref, DType::kBF16), 0.015632152557373047);
+  EXPECT_DOUBLE_EQ(verifier::rounding_atol(ref, DType::kFP16), 0.001960277557373047);
+  EXPECT_DOUBLE_EQ(verifier::rounding_atol(ref, DType::kFP32), 2.5e-6 + 60 * eps);
+  // LSE bound = 1e-3 + 2 * baseline + 4 * eps * 12 = 1e-3 + 2 * 2e-5 + 48 eps
+  EXPECT_DOUBLE_EQ(verifier::lse_bound(ref, 2e-5), 0.0010457220458984376);
+  // Baseline bound = 1 step + eps * 2.5 * (512 + 4 * 12) = step + 1400 eps
+  //   bf16 0.015625 + 1400 eps = 0.015625 + 1.6689300537109375e-04
+  //   fp32 2^-22 + 1400 eps = 1402 eps = 1.671314239501953e-04
+  EXPECT_DOUBLE_EQ(verifier::baseline_bound(ref, DType::kBF16), 0.015791893005371094);
+  EXPECT_DOUBLE_EQ(verifier::baseline_bound(ref, DType::kFP16), 0.001953125 + 1400 * eps);
+  EXPECT_DOUBLE_EQ(verifier::baseline_bound(ref, DType::kFP32), 1.671314239501953e-04);
+  // Baseline LSE bound = 1e-3 + 16 * eps * 12 = 1e-3 + 192 eps
+  EXPECT_DOUBLE_EQ(verifier::baseline_lse_bound(ref), 0.00102288818359375);
+  // Against a float32 reference the float32 terms double (both sides carry them); the rounding
+  // step does not: bf16 0.015625 + 2800 eps, LSE 1e-3 + 384 eps.
+  ref.is_fp32 = true;
+  EXPECT_DOUBLE_EQ(verifier::baseline_bound(ref, DType::kBF16), 0.015625 + 2800 * eps);
+  EXPECT_DOUBLE_EQ(verifier::baseline_lse_bound(ref), 1e-3 + 384 * eps);
+  EXPECT_DOUBLE_EQ(verifier::rounding_atol(ref, DType::kFP32), 2.5e-5 + 60 * eps);
+}
+
+// ---------------------------------------------------------------------------------------------
+// The shared table (tests/verify/tolerance_cases.txt): the C++ rule must reproduce every number
+// and verdict in it; tests/python/test_tolerance.py holds tolerance.py to the same table.
+
+struct TableCase {
+  std::string kind, name;  // "bounds" / "judge"
+  std::map<std::string, std::vector<std::string>> fields;
+
+  const std::vector<std::string>& at(const std::string& key) const {
+    static const std::vector<std::string> kNone;
+    const auto it = fields.find(key);
+    EXPECT_NE(it, fields.end()) << name << ": no " << key;
+    return it == fields.end() ? kNone : it->second;
+  }
+  std::vector<double> numbers(const std::string& key) const {
+    std::vector<double> v;
+    for (const std::string& x : at(key)) v.push_back(std::strtod(x.c_str(), nullptr));
+    return v;
+  }
+  double number(const std::string& key) const {
+    const std::vector<double> v = numbers(key);
+    EXPECT_EQ(v.size(), 1u) << name << ": " << key;
+    return v.empty() ? 0.0 : v[0];
+  }
+  std::string word(const std::string& key) const {
+    const std::vector<std::string>& v = at(key);
+    return v.empty() ? "" : v[0];
+  }
+};
+
+std::vector<TableCase> read_table() {
+  const std::string path = std::string(FLASHATTN_TESTS_DIR) + "/verify/tolerance_cases.txt";
+  std::ifstream file(path);
+  EXPECT_TRUE(file.good()) << "cannot read " << path;
+  std::vector<TableCase> cases;
+  std::string line;
+  bool open = false;
+  while (std::getline(file, line)) {
+    line = line.substr(0, line.find('#'));
+    std::istringstream words(line);
+    std::string key;
+    if (!(words >> key)) continue;
+    std::vector<std::string> values;
+    for (std::string w; words >> w;) values.push_back(w);
+    if (key == "bounds" || key == "judge") {
+      EXPECT_FALSE(open) << "case " << cases.back().name << " has no end";
+      cases.push_back({key, values.empty() ? "" : values[0], {}});
+      open = true;
+    } else if (key == "end") {
+      open = false;
+    } else {
+      EXPECT_TRUE(open) << "'" << key << "' outside a case";
+      if (open) cases.back().fields[key] = values;
+    }
+  }
+  EXPECT_FALSE(open) << "the last case has no end";
+  return cases;
+}
+
+DType table_dtype(const std::string& name) {
+  if (name == "fp16") return DType::kFP16;
+  if (name == "fp32") return DType::kFP32;
+  EXPECT_EQ(name, "bf16");
+  return DType::kBF16;
+}
+
+std::vector<float> as_floats(const std::vector<double>& v) { return {v.begin(), v.end()}; }
+
+// The clause a failure line reports, named as the table names it.
+std::string clause_name(const std::string& line) {
+  const std::string prefix = line.rfind("baseline", 0) == 0 ? "baseline-" : "";
+  auto has = [&line](const char* s) { return line.find(s) != std::string::npos; };
+  if (has("max|O")) return prefix + "max";
+  if (has("mean|O")) return prefix + "mean";
+  if (has("non-finite")) return prefix + "nonfinite";
+  if (has("!= 0 on rows without keys")) return prefix + "masked";
+  if (has("max|LSE")) return prefix + "lse";
+  if (has("is -inf")) return prefix + "lse-inf";
+  return "unknown: " + line;
+}
+
+::testing::AssertionResult close(double got, double want) {
+  if (got == want || std::fabs(got - want) <= 1e-14 * std::fabs(want)) {
+    return ::testing::AssertionSuccess();
+  }
+  return ::testing::AssertionFailure() << std::setprecision(17) << got << " != " << want;
+}
+
+TEST(ToleranceTableTest, TheCppRuleReproducesTheSharedTable) {
+  const std::vector<TableCase> cases = read_table();
+  std::int64_t bounds = 0, judged = 0;
+  for (const TableCase& c : cases) {
+    SCOPED_TRACE(c.kind + " " + c.name);
+    verifier::ReferenceOutputs ref;
+    ref.out = c.numbers("ref_out");
+    ref.lse = c.numbers("ref_lse");
+    ref.is_fp32 = c.number("ref_is_fp32") != 0;
+    const DType dtype = table_dtype(c.word("dtype"));
+    if (c.kind == "bounds") {
+      ++bounds;
+      EXPECT_TRUE(close(verifier::score_noise_atol(ref), c.number("expect_score_noise")));
+      EXPECT_TRUE(close(verifier::rounding_atol(ref, dtype), c.number("expect_atol")));
+      EXPECT_TRUE(close(verifier::lse_bound(ref, c.number("baseline_lse_error")),
+                        c.number("expect_lse_bound")));
+      EXPECT_TRUE(close(verifier::baseline_bound(ref, dtype), c.number("expect_baseline_bound")));
+      EXPECT_TRUE(
+          close(verifier::baseline_lse_bound(ref), c.number("expect_baseline_lse_bound")));
+      continue;
+    }
+    ASSERT_EQ(c.kind, "judge");
+    ++judged;
+    const std::vector<double> dims4 = c.numbers("dims");
+    ASSERT_EQ(dims4.size(), 4u);
+    verifier::OutputDims dims;
+    dims.batch = static_cast<std::int64_t>(dims4[0]);
+    dims.seqlen_q = static_cast<std::int64_t>(dims4[1]);
+    dims.heads = static_cast<std::int64_t>(dims4[2]);
+    dims.head_dim = static_cast<std::int64_t>(dims4[3]);
+    if (c.word("rows_without_keys") != "-") {
+      for (double f : c.numbers("rows_without_keys")) {
+        dims.row_without_keys.push_back(f != 0 ? 1 : 0);
+      }
+    }
+    ASSERT_EQ(static_cast<std::int64_t>(ref.out.size()), dims.out_numel());
+    ASSERT_EQ(static_cast<std::int64_t>(ref.lse.size()), dims.lse_numel());
+    const verifier::HostOutputs result{as_floats(c.numbers("out")), as_floats(c.numbers("lse"))};
+    const verifier::HostOutputs base{as_floats(c.numbers("base_out")),
+                                     as_floats(c.numbers("base_lse"))};
+    VerifyReport r;
+    verifier::judge(dims, dtype, result, base, ref, c.number("check_lse") != 0, &r);
+    std::vector<std::string> got;
+    for (const std::string& f : r.failures) got.push_back(clause_name(f));
+    std::vector<std::string> want = c.at("expect");
+    if (want == std::vector<std::string>{"pass"}) want.clear();
+    EXPECT_EQ(got, want) << r.to_string();
+    EXPECT_EQ(r.passed, want.empty());
+  }
+  // The table is read whole: a parse that found nothing would pass vacuously.
+  EXPECT_GE(bounds, 10);
+  EXPECT_GE(judged, 15);
 }
 
 TEST(CompareAtolTest, DtypeSpacing) {

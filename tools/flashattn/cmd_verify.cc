@@ -122,13 +122,16 @@ int cmd_verify(const Args& args) {
       "Run one attention shape through a backend on fresh seeded inputs and compare it with a\n"
       "float64 CPU reference (or the GPU naive kernel in float32 for large shapes). It passes\n"
       "iff max|O - O_ref| <= 2 * max|O_baseline - O_ref| + atol, the mean error is within 1.5x\n"
-      "the baseline's, LSE is within 1e-3, every output was written and nothing is non-finite.\n"
+      "the baseline's, LSE is within 1e-3, every output was written and nothing is non-finite;\n"
+      "the baseline (the naive algorithm in the dtype) must itself be within a fixed bound of\n"
+      "the reference (docs/testing.md).\n"
       "The float64 CPU reference takes shapes up to --cpu-reference-limit multiply-adds\n"
       "(batch*heads*seqlen_q*seqlen_k*head_dim, default " +
           format_number(kDefaultCpuReferenceLimit) +
           ": about 1 s on 2 cores); above it\n"
           "--device cpu refuses before allocating anything, and cuda verifies against the GPU\n"
-          "naive kernel in float32. The variants (--window, --softcap, --alibi, --sinks,\n"
+          "naive kernel in float32, after holding that kernel and the baseline to the fixed\n"
+          "bound against the float64 CPU reference on a sample of rows. The variants (--window, --softcap, --alibi, --sinks,\n"
           "--varlen) apply to the backend, the reference and the baseline alike; a backend that\n"
           "does not implement one fails with the library's message (exit status 1). With a\n"
           "window or --varlen the limit counts the (query, key) pairs the mask keeps.\n"
