@@ -127,6 +127,7 @@ struct FlashBlock {
   std::int64_t k_offset, v_offset;   // elements to this (sequence, kv head)'s first K / V row
   std::int64_t o_offset, lse_offset; // elements to this (sequence, head)'s first O / LSE row
   float sink;                     // the sink logit in raw units (-inf: none)
+  float softcap_in;               // scale / softcap: the tanhf argument per raw score (float T)
   ScoreMod mod;                   // softcap / ALiBi constants of this (batch, head)
 };
 
@@ -176,6 +177,7 @@ flash_forward_kernel(KernelArgs args) {
         f.lse_offset = b * args.lse_stride[0] + h * args.lse_stride[1] +
                        seq.q_row0 * args.lse_stride[2];
         f.sink = sink_raw(args, h);
+        f.softcap_in = args.softcap > 0.0f ? args.scale / args.softcap : 0.0f;
         f.mod = ScoreMod::make(args, b, h);
         block_smem = f;
       }
@@ -232,10 +234,23 @@ flash_forward_kernel(KernelArgs args) {
       if (args.softcap > 0.0f || args.alibi_slopes != nullptr) {
         const ScoreMod mod = blk.mod;
         if (mod.softcap()) {
+          if constexpr (std::is_same_v<T, float>) {
+            // float inputs: cap * tanhf(s * scale / softcap), tanhf within 2 ulp. ScoreMod's
+            // fast tanh is off by up to softcap * 2.4e-7 in a score (7e-6 at softcap 30): above
+            // the float32 tolerance (1e-6 of max|O|, verify/compare.h), while a bf16 or fp16
+            // step (2^-8, 2^-11) dwarfs it.
+            const float in = blk.softcap_in;
 #pragma unroll
-          for (int i = 0; i < kRows; ++i) {
+            for (int i = 0; i < kRows; ++i) {
 #pragma unroll
-            for (int j = 0; j < kKeys; ++j) s[i][j] = mod.apply_softcap(s[i][j]);
+              for (int j = 0; j < kKeys; ++j) s[i][j] = mod.cap * tanhf(s[i][j] * in);
+            }
+          } else {
+#pragma unroll
+            for (int i = 0; i < kRows; ++i) {
+#pragma unroll
+              for (int j = 0; j < kKeys; ++j) s[i][j] = mod.apply_softcap(s[i][j]);
+            }
           }
         }
         if (mod.alibi()) {
