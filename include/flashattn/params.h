@@ -51,8 +51,10 @@ struct ForwardParams {
   TensorView cu_seqlens_q, cu_seqlens_k, seqused_k;
   std::int64_t max_seqlen_q = 0, max_seqlen_k = 0;
 
-  // Scratch memory for the backend, at least workspace_bytes() of it (device memory for the CUDA
-  // backends); backends never allocate or synchronize inside forward().
+  // Scratch memory for the backend, at least workspace_bytes() of it (device memory of q's
+  // device for the CUDA backends, 16-byte aligned). With it forward() neither allocates nor
+  // synchronizes (CUDA-graph capturable); left null while the backend needs one, forward()
+  // allocates a temporary buffer and synchronizes the stream before freeing it (forward.h).
   void* workspace = nullptr;
   std::size_t workspace_size = 0;
 

@@ -39,9 +39,17 @@ class Backend {
   // Whether this backend covers these (already validated) params, their variants aside; the
   // message says what not.
   virtual Status supports(const ForwardParams& params) const = 0;
-  // Scratch bytes run() will allocate.
+  // Scratch bytes run() needs in params.workspace (device memory for a CUDA backend); 0: none.
+  // Saturates at SIZE_MAX when the count does not fit 64 bits; run() then refuses the params
+  // with kOutOfMemory naming the factors.
   virtual std::size_t workspace_bytes(const ForwardParams& /*params*/) const { return 0; }
-  // Runs on validated, supported params. Writes nothing on error.
+  // What the workspace holds, for messages ("the float32 S matrix, ...").
+  virtual std::string_view workspace_purpose() const { return "scratch memory"; }
+  // Runs on validated, supported params whose workspace holds workspace_bytes() (a run() that
+  // needs one checks it: check_workspace() in api/workspace.h); never allocates device memory nor
+  // synchronizes, so a CUDA backend's run() can be captured in a CUDA graph. Writes nothing on
+  // error. forward() reaches it through run_with_workspace(), which supplies a workspace when the
+  // caller gave none.
   virtual Status run(const ForwardParams& params, StreamHandle stream) const = 0;
 };
 

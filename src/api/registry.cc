@@ -3,6 +3,7 @@
 #include <string>
 
 #include "api/backend.h"
+#include "api/workspace.h"
 #include "cuda/common/runtime.h"
 
 namespace flashattn {
@@ -149,11 +150,12 @@ Status forward(const ForwardParams& p, std::string_view backend, StreamHandle st
   st = check_supported(*b, p);
   if (!st.ok()) return st;
   if (params_empty(p)) return Status::Ok();  // no output element exists: launch nothing
+  // The caller's workspace, checked, or (none given) a temporary one: api/workspace.h.
   if (b->device_type() == DeviceType::kCUDA) {
     cuda::DeviceGuard guard(p.q.device.index);
-    return b->run(p, stream);
+    return run_with_workspace(*b, p, stream);
   }
-  return b->run(p, stream);
+  return run_with_workspace(*b, p, stream);
 }
 
 }  // namespace flashattn

@@ -384,6 +384,18 @@ Status validate(const ForwardParams& p) {
     return fail(StatusCode::kNullPointer, "workspace is null but workspace_size = " +
                                               std::to_string(p.workspace_size) + " bytes");
   }
+  if (p.workspace != nullptr) {
+    // The naive backend's S matrix is float32; 16 bytes as for the tensors (cudaMalloc and
+    // torch's allocator give 256 or more).
+    const auto addr = reinterpret_cast<std::uintptr_t>(p.workspace);
+    if (addr % kRequiredAlignmentBytes != 0) {
+      return fail(StatusCode::kMisaligned,
+                  "workspace = " + std::to_string(addr) + " is not " +
+                      std::to_string(kRequiredAlignmentBytes) + "-byte aligned (address mod " +
+                      std::to_string(kRequiredAlignmentBytes) + " = " +
+                      std::to_string(addr % kRequiredAlignmentBytes) + ")");
+    }
+  }
 
   // 6. Strides, then pointers and alignment: a reversed view (x[..., ::-1]) starts at its row's
   // last element, so its pointer is misaligned too, but the stride is what the caller must fix.
@@ -460,6 +472,13 @@ Status validate(const ForwardParams& p) {
       FA_RETURN_IF_ERROR(cuda::check_pointer_device(t->data, t->device, name));
     }
   }
+  if (p.workspace != nullptr && p.workspace_size > 0) {
+    const Status st = cuda::check_pointer_device(p.workspace, p.q.device, "workspace");
+    if (!st.ok()) {
+      return fail(st.code(), "workspace must be memory of q.device = " + device_name(p.q.device) +
+                                 ": " + st.message());
+    }
+  }
   if (varlen) FA_RETURN_IF_ERROR(check_varlen_values(p, batch));
 
   // 9. Outputs must not overlap inputs (or each other).
@@ -476,6 +495,19 @@ Status validate(const ForwardParams& p) {
   }
   if (has_lse && overlaps(p.lse, p.out)) {
     return fail(StatusCode::kAliasing, "lse overlaps out: the two outputs must not alias");
+  }
+  // The workspace is written (the naive backend's S): it must not overlap any tensor.
+  if (p.workspace != nullptr && p.workspace_size > 0) {
+    const auto w0 = reinterpret_cast<std::uintptr_t>(p.workspace);
+    for (auto [t, name] : all_views) {
+      if (!t->defined() || t->numel() == 0 || t->device != p.q.device) continue;
+      const auto t0 = reinterpret_cast<std::uintptr_t>(t->data);
+      if (w0 < t0 + static_cast<std::uintptr_t>(t->span_bytes()) &&
+          t0 < w0 + p.workspace_size) {
+        return fail(StatusCode::kAliasing, std::string("workspace overlaps ") + name +
+                                               ": the backend writes its workspace");
+      }
+    }
   }
   return Status::Ok();
 }

@@ -952,6 +952,40 @@ TEST(Validate, WorkspaceSizeWithoutWorkspace) {
                  {"workspace is null", "workspace_size = 1024 bytes"});
 }
 
+TEST(Validate, WorkspaceMisaligned) {
+  Problem p;
+  HostBuffer workspace(256);  // 64-byte aligned
+  p.params.workspace = workspace.data() + 4;
+  p.params.workspace_size = 128;
+  expect_refused(p, StatusCode::kMisaligned,
+                 {"workspace = ", "is not 16-byte aligned (address mod 16 = 4)"});
+  p.params.workspace = workspace.data() + 16;
+  EXPECT_TRUE(validate(p.params).ok()) << validate(p.params).to_string();
+}
+
+// The backend writes its workspace (naive's S): one overlapping a tensor is refused, an input as
+// much as an output.
+TEST(Validate, WorkspaceOverlapsATensor) {
+  for (const char* name : {"out", "q", "lse"}) {
+    SCOPED_TRACE(name);
+    Problem p;
+    const TensorView& t = std::string(name) == "out" ? p.params.out
+                          : std::string(name) == "q" ? p.params.q
+                                                     : p.params.lse;
+    p.params.workspace = static_cast<unsigned char*>(t.data) + 16;
+    p.params.workspace_size = 64;
+    expect_refused(p, StatusCode::kAliasing,
+                   {std::string("workspace overlaps ") + name,
+                    "the backend writes its workspace"});
+  }
+  // A workspace of its own passes.
+  Problem p;
+  HostBuffer workspace(64);
+  p.params.workspace = workspace.data();
+  p.params.workspace_size = 64;
+  EXPECT_TRUE(validate(p.params).ok()) << validate(p.params).to_string();
+}
+
 // ---- aliasing of side inputs ----
 
 TEST(Validate, SideInputAliasesOutput) {

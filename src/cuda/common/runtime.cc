@@ -153,6 +153,21 @@ Status check_pointer_device(const void* ptr, Device device, const char* name) {
   return Status::Ok();
 }
 
+Status stream_is_capturing(StreamHandle stream, bool* capturing) {
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  const cudaError_t err = cudaStreamIsCapturing(stream, &status);
+  if (err != cudaSuccess) {
+    cudaGetLastError();
+    return status_from_cuda(err, "cudaStreamIsCapturing");
+  }
+  *capturing = status != cudaStreamCaptureStatusNone;
+  return Status::Ok();
+}
+
+Status stream_synchronize(StreamHandle stream, const char* what) {
+  return status_from_cuda(cudaStreamSynchronize(stream), what);
+}
+
 DeviceGuard::DeviceGuard(int device) {
   if (cudaGetDevice(&previous_) != cudaSuccess) {
     cudaGetLastError();

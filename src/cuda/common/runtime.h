@@ -1,5 +1,6 @@
 // Host-side CUDA runtime helpers shared by every GPU backend, the verifier and the benchmark:
-// error mapping, device discovery, pointer checks, owning device buffers, a device guard.
+// error mapping, device discovery, pointer checks, stream queries, owning device buffers, a
+// device guard.
 // Plain C++ (no kernels), so it compiles with the host compiler.
 #pragma once
 
@@ -38,6 +39,12 @@ Status status_from_cuda(int cuda_error, const char* what);
 // For a tensor on `device`, checks that `ptr` is memory of that device (device or managed memory
 // for CUDA; for the CPU, not device memory). Host function, launches nothing.
 Status check_pointer_device(const void* ptr, Device device, const char* name);
+
+// Whether `stream` is capturing a CUDA graph (cudaStreamIsCapturing; legal during a capture).
+Status stream_is_capturing(StreamHandle stream, bool* capturing);
+
+// Waits until the work queued on `stream` is done (cudaStreamSynchronize).
+Status stream_synchronize(StreamHandle stream, const char* what);
 
 // Selects a device for the lifetime of the guard, restoring the previous one on exit.
 class DeviceGuard {

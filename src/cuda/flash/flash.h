@@ -1,4 +1,5 @@
-// The "flash" backend's launcher: one fused CUDA-core kernel, tiled online softmax.
+// The "flash" backend's launcher: one fused CUDA-core kernel, tiled online softmax, every variant
+// (window, softcap, ALiBi, sinks, varlen).
 #pragma once
 
 #include <cuda_runtime.h>

@@ -1,4 +1,5 @@
-// The "flash" backend: picks the head-dim bucket and dtype instantiation and launches.
+// The "flash" backend: picks the head-dim bucket and dtype instantiation and launches; every
+// variant, no workspace.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -31,7 +32,8 @@ class FlashBackend final : public Backend {
   Status usable(Device device) const override {
     return cuda::backend_usable(device, &cuda::flash_kernels_available);
   }
-  unsigned variants() const override { return 0; }
+  // Every variant: windows, softcap, ALiBi, sinks, varlen (flash_kernel.cuh).
+  unsigned variants() const override { return kAllVariants; }
   Status supports(const ForwardParams&) const override { return Status::Ok(); }
   Status run(const ForwardParams& p, StreamHandle stream) const override {
     const cuda::KernelArgs a = cuda::kernel_args_of(p);

@@ -12,6 +12,16 @@
 //
 // Per tile: 4 barriers (K in, K done, V in, V done); loads are synchronous, latency is hidden by
 // the other resident blocks. Measured figures and the plan past this design: docs/performance.md.
+//
+// Variants (the steps of cpu-flash, src/cpu/cpu_flash.cc, in the raw score units of
+// cuda/attention/score_mod.cuh):
+//   sequences   AttentionArgs::seq: a block past its sequence's rows (varlen) does nothing;
+//   key tiles   MaskRule::tile_range: tiles left of a window or right of the diagonal are never
+//               loaded; the per-element mask runs only on tiles MaskRule::tile_needs_mask names;
+//   softcap, ALiBi  ScoreMod on each score before the mask (softcap would turn -inf into -cap);
+//               the exponent multiplier stays scale * log2(e);
+//   sinks       folded in at finalize (finalize_row).
+// The dense path pays uniform branches on kernel parameters only: no per-score work is added.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -19,8 +29,10 @@
 #include <cstdint>
 #include <type_traits>
 
-#include "cuda/attention/mask.cuh"
+#include "common/attention_args.h"
+#include "common/mask_rule.h"
 #include "cuda/attention/online_softmax.cuh"
+#include "cuda/attention/score_mod.cuh"
 #include "cuda/common/check.h"
 #include "cuda/common/device_dtype.cuh"
 #include "cuda/flash/flash.h"
@@ -55,10 +67,17 @@ struct FlashTraits {
   // Resident blocks per SM on the H200 (227 KB, 64K registers; sm_90a register counts), 16-bit /
   // float inputs:
   //   d64:  52 KB, 128 registers               -> 4 blocks of 4 warps
-  //   d128: 60 / 85 KB, 168 registers          -> 3 / 2 blocks of 4 warps
-  //   d256: 150 KB, 128 / 222 registers        -> 1 block of 8 warps (staging Q and P in 16 bits
-  //         fits 2 blocks in shared memory, but then the compiler takes 218 registers, and a
-  //         launch-bounds cap of 128 spills)
+  //   d128: 60 / 85 KB, 168 / 202 registers    -> 3 / 2 blocks of 4 warps
+  //   d256: 150 KB, 168 registers              -> 1 block of 8 warps (staging Q and P in 16 bits
+  //         fits 2 blocks in shared memory, but then the compiler took 218 registers, and a
+  //         launch-bounds cap of 128 spilled)
+  // Those block counts (what shared memory allows: 227 KB per SM, 1 KB reserved per block, 256
+  // bytes for the 112-byte FlashBlock) are the __launch_bounds__ minimum, so registers never cut
+  // occupancy below them: 4, 3, 2 and 1 at d64, d128 16-bit, d128 float and d256, register caps
+  // of 128, 168, 255 and 255. Uncapped, the variants' code (sequence, mask rule, transforms)
+  // took d64 16-bit to 132 and d128 16-bit to 174-176 registers on sm_90a (one resident block
+  // fewer) although the dense path runs none of it; capped, nothing spills (sm_80 and sm_90a).
+  static constexpr int kMinBlocks = (227 * 1024) / (kSmemBytes + 1024 + 256);
 };
 
 // Copies rows [row0, row0 + rows) of one head of a BSHD tensor into `dst_smem` (row stride
@@ -96,8 +115,25 @@ __device__ __forceinline__ void load_tile(const T* src_gmem, std::int64_t row_st
   }
 }
 
+// Where a block works and what it needs past its prologue: one query block of one (batch, head)
+// of one sequence (dense or packed: AttentionArgs::seq). Thread 0 writes it to shared memory
+// and every thread reads it back after a barrier, so none of it holds registers across the key
+// loop (kept in registers, the sequence alone took the 16-bit d128 kernel from 168 to 226
+// registers, 3 resident blocks to 2, on the dense path too).
+struct FlashBlock {
+  MaskRule rule;                  // the sequence's lengths and window (what its rows see)
+  std::int64_t m0;                // the block's first row within the sequence
+  std::int64_t n_first, n_end;    // key tiles some row of the block sees (rule.tile_range)
+  std::int64_t k_offset, v_offset;   // elements to this (sequence, kv head)'s first K / V row
+  std::int64_t o_offset, lse_offset; // elements to this (sequence, head)'s first O / LSE row
+  float sink;                     // the sink logit in raw units (-inf: none)
+  float softcap_in;               // scale / softcap: the tanhf argument per raw score (float T)
+  ScoreMod mod;                   // softcap / ALiBi constants of this (batch, head)
+};
+
 template <typename T, int kHeadDimMax>
-__global__ void __launch_bounds__(FlashTraits<T, kHeadDimMax>::kThreads)
+__global__ void __launch_bounds__(FlashTraits<T, kHeadDimMax>::kThreads,
+                                  FlashTraits<T, kHeadDimMax>::kMinBlocks)
 flash_forward_kernel(KernelArgs args) {
   using Tr = FlashTraits<T, kHeadDimMax>;
   constexpr int kBlockM = Tr::kBlockM, kBlockN = Tr::kBlockN, kRows = Tr::kRowsPerThread;
@@ -111,25 +147,44 @@ flash_forward_kernel(KernelArgs args) {
   const int tx = threadIdx.x % Tr::kLanesPerRow;  // key / column group
   const int ty = threadIdx.x / Tr::kLanesPerRow;  // row group
   const int head_dim = static_cast<int>(args.head_dim);
-  const Mask mask{args.seqlen_q, args.seqlen_k, args.causal};
   const std::int64_t bh_count = args.batch * args.heads;
   const std::int64_t m_blocks = (args.seqlen_q + kBlockM - 1) / kBlockM;
+  __shared__ FlashBlock block_smem;
+  const FlashBlock& blk = block_smem;  // read only after the barrier that follows its write
 
   for (std::int64_t tile = blockIdx.x; tile < bh_count * m_blocks; tile += gridDim.x) {
-    // The first bh_count tiles take the last query block of every head: with causal those have
-    // the most keys, so the longest work starts first.
-    const std::int64_t m_block = m_blocks - 1 - tile / bh_count;
-    const std::int64_t bh = tile % bh_count;
-    const std::int64_t b = bh / args.heads, h = bh % args.heads;
-    const std::int64_t h_kv = h / (args.heads / args.kv_heads);
-    const std::int64_t m0 = m_block * kBlockM;
-    const T* q_gmem = static_cast<const T*>(args.q) + b * args.q_stride[0] + h * args.q_stride[2];
-    const T* k_gmem = static_cast<const T*>(args.k) + b * args.k_stride[0] + h_kv * args.k_stride[2];
-    const T* v_gmem = static_cast<const T*>(args.v) + b * args.v_stride[0] + h_kv * args.v_stride[2];
-
-    __syncthreads();  // the previous tile's readers of q_smem are done
-    load_tile<T, QpT, Tr::kThreads>(q_gmem, args.q_stride[1], m0, args.seqlen_q, kBlockM,
-                                  head_dim, kHeadDimMax, q_smem, Tr::kQStride);
+    {
+      // The first bh_count tiles take the last query block of every head: with causal those
+      // have the most keys, so the longest work starts first.
+      const std::int64_t m_block = m_blocks - 1 - tile / bh_count;
+      const std::int64_t bh = tile % bh_count;
+      const std::int64_t b = bh / args.heads, h = bh % args.heads;
+      const SeqInfo seq = args.seq(b);
+      const std::int64_t m0 = m_block * kBlockM;
+      if (m0 >= seq.seqlen_q) continue;  // varlen: past this sequence's rows (the whole block)
+      const T* q_gmem = static_cast<const T*>(args.q) + b * args.q_stride[0] +
+                        seq.q_row0 * args.q_stride[1] + h * args.q_stride[2];
+      __syncthreads();  // the previous tile's readers of q_smem and block_smem are done
+      if (threadIdx.x == 0) {
+        FlashBlock f;
+        f.rule = args.mask(seq);
+        f.m0 = m0;
+        f.rule.tile_range(m0, kBlockM, kBlockN, &f.n_first, &f.n_end);
+        const std::int64_t h_kv = h / (args.heads / args.kv_heads);
+        f.k_offset = b * args.k_stride[0] + seq.k_row0 * args.k_stride[1] + h_kv * args.k_stride[2];
+        f.v_offset = b * args.v_stride[0] + seq.k_row0 * args.v_stride[1] + h_kv * args.v_stride[2];
+        f.o_offset = b * args.o_stride[0] + seq.q_row0 * args.o_stride[1] + h * args.o_stride[2];
+        f.lse_offset = b * args.lse_stride[0] + h * args.lse_stride[1] +
+                       seq.q_row0 * args.lse_stride[2];
+        f.sink = sink_raw(args, h);
+        f.softcap_in = args.softcap > 0.0f ? args.scale / args.softcap : 0.0f;
+        f.mod = ScoreMod::make(args, b, h);
+        block_smem = f;
+      }
+      load_tile<T, QpT, Tr::kThreads>(q_gmem, args.q_stride[1], m0, seq.seqlen_q, kBlockM,
+                                    head_dim, kHeadDimMax, q_smem, Tr::kQStride);
+      __syncthreads();  // block_smem is published (Q is waited for by the K barrier too)
+    }
 
     // Init: the attention state of this thread's rows.
     float row_max[kRows], row_sum[kRows];
@@ -142,11 +197,13 @@ flash_forward_kernel(KernelArgs args) {
       for (int c = 0; c < kColVecs; ++c) o_rmem[i][c] = make_float4(0.f, 0.f, 0.f, 0.f);
     }
 
-    // Loop: key tiles up to the last one any row of this block can see.
-    const std::int64_t key_end = mask.key_end(m0, kBlockM);
-    for (std::int64_t n0 = 0; n0 < key_end; n0 += kBlockN) {
+    // Key tiles [n_first, n_end) only: none left of a window or right of the diagonal (no tile
+    // at all: O = 0, LSE = -inf or the sink).
+    for (std::int64_t n_block = blk.n_first; n_block < blk.n_end; ++n_block) {
+      const std::int64_t n0 = n_block * kBlockN;
       __syncthreads();  // everyone is done with V of the previous tile
-      load_tile<T, float, Tr::kThreads>(k_gmem, args.k_stride[1], n0, args.seqlen_k, kBlockN,
+      load_tile<T, float, Tr::kThreads>(static_cast<const T*>(args.k) + blk.k_offset,
+                                        args.k_stride[1], n0, blk.rule.seqlen_k, kBlockN,
                                         head_dim, kHeadDimMax, kv_smem, Tr::kKvStride);
       __syncthreads();
 
@@ -171,19 +228,67 @@ flash_forward_kernel(KernelArgs args) {
         }
       }
 
-      // Online softmax update; masked scores become -inf (only on tail / diagonal tiles). s and
+      // Softcap and ALiBi (score_mod.cuh, raw units), when the params ask for either: a test of
+      // kernel parameters, the same for every thread. The ALiBi distance i + diag - j of row i
+      // and key n0 + tx + 8 j is one float per row, minus 8 j per key (exact below 2^24).
+      if (args.softcap > 0.0f || args.alibi_slopes != nullptr) {
+        const ScoreMod mod = blk.mod;
+        if (mod.softcap()) {
+          if constexpr (std::is_same_v<T, float>) {
+            // float inputs: cap * tanhf(s * scale / softcap), tanhf within 2 ulp. ScoreMod's
+            // fast tanh is off by up to softcap * 2.4e-7 in a score (7e-6 at softcap 30): above
+            // the float32 tolerance (1e-6 of max|O|, verify/compare.h), while a bf16 or fp16
+            // step (2^-8, 2^-11) dwarfs it.
+            const float in = blk.softcap_in;
+#pragma unroll
+            for (int i = 0; i < kRows; ++i) {
+#pragma unroll
+              for (int j = 0; j < kKeys; ++j) s[i][j] = mod.cap * tanhf(s[i][j] * in);
+            }
+          } else {
+#pragma unroll
+            for (int i = 0; i < kRows; ++i) {
+#pragma unroll
+              for (int j = 0; j < kKeys; ++j) s[i][j] = mod.apply_softcap(s[i][j]);
+            }
+          }
+        }
+        if (mod.alibi()) {
+          const std::int64_t dist0 = blk.m0 + ty * kRows + blk.rule.diag() - n0 - tx;
+#pragma unroll
+          for (int i = 0; i < kRows; ++i) {
+            const float dist_row = static_cast<float>(dist0 + i);
+#pragma unroll
+            for (int j = 0; j < kKeys; ++j) {
+              s[i][j] = mod.apply_alibi(s[i][j], dist_row - static_cast<float>(8 * j));
+            }
+          }
+        }
+      }
+
+      // Online softmax update; masked scores become -inf (after the transforms), only on the
+      // tiles MaskRule::tile_needs_mask names: the tail, the diagonal, a window's edges. s and
       // the running max stay unscaled: the exponent is exp2_arg (online_softmax.cuh), which
       // subtracts before it scales, so a common offset (rows near -6e4) cancels exactly.
-      const bool needs_mask = mask.tile_needs_mask(m0, n0, kBlockN);
+      const bool needs_mask = blk.rule.tile_needs_mask(blk.m0, kBlockM, n0, kBlockN);
 #pragma unroll
       for (int i = 0; i < kRows; ++i) {
-        const std::int64_t row = m0 + ty * kRows + i;
+        if (needs_mask) {
+          // This row's visible columns of the tile are [lo, hi), compared as small ints.
+          const KeyRange r = blk.rule.row_range(blk.m0 + ty * kRows + i);
+          const int lo =
+              static_cast<int>(max(std::int64_t{0}, min(r.begin - n0, std::int64_t{kBlockN})));
+          const int hi =
+              static_cast<int>(max(std::int64_t{0}, min(r.end - n0, std::int64_t{kBlockN})));
+#pragma unroll
+          for (int j = 0; j < kKeys; ++j) {
+            const int c = tx + j * 8;
+            if (c < lo || c >= hi) s[i][j] = -INFINITY;
+          }
+        }
         float tile_max = -INFINITY;
 #pragma unroll
-        for (int j = 0; j < kKeys; ++j) {
-          if (needs_mask && !mask.visible(row, n0 + tx + j * 8)) s[i][j] = -INFINITY;
-          tile_max = fmaxf(tile_max, s[i][j]);
-        }
+        for (int j = 0; j < kKeys; ++j) tile_max = fmaxf(tile_max, s[i][j]);
         const float new_max = fmaxf(row_max[i], reduce_max_lanes<Tr::kLanesPerRow>(tile_max));
         const float sub = safe_max(new_max);
         const float alpha = exp2f(exp2_arg(row_max[i], sub, args.scale_log2));
@@ -205,7 +310,8 @@ flash_forward_kernel(KernelArgs args) {
         }
       }
       __syncthreads();  // K reads and P writes are done
-      load_tile<T, float, Tr::kThreads>(v_gmem, args.v_stride[1], n0, args.seqlen_k, kBlockN,
+      load_tile<T, float, Tr::kThreads>(static_cast<const T*>(args.v) + blk.v_offset,
+                                        args.v_stride[1], n0, blk.rule.seqlen_k, kBlockN,
                                         head_dim, kHeadDimMax, kv_smem, Tr::kKvStride);
       __syncthreads();
 
@@ -235,15 +341,16 @@ flash_forward_kernel(KernelArgs args) {
       }
     }
 
-    // Finalize: O / row_sum, LSE; rows with no visible key give O = 0 and LSE = -inf.
+    // Finalize: the sink folded in, O / row_sum, LSE (finalize_row: a row with no visible key
+    // gives O = 0 and LSE = -inf, or the sink's logit).
 #pragma unroll
     for (int i = 0; i < kRows; ++i) {
-      const std::int64_t row = m0 + ty * kRows + i;
+      const std::int64_t row = blk.m0 + ty * kRows + i;
       const float total = reduce_sum_lanes<Tr::kLanesPerRow>(row_sum[i]);
-      if (row >= args.seqlen_q) continue;
-      const float inv = total > 0.0f ? 1.0f / total : 0.0f;
-      T* o_row = static_cast<T*>(args.o) + b * args.o_stride[0] + row * args.o_stride[1] +
-                 h * args.o_stride[2];
+      if (row >= blk.rule.seqlen_q) continue;
+      const RowResult res = finalize_row(row_max[i], total, blk.sink, args.scale_log2);
+      const float inv = res.inv;
+      T* o_row = static_cast<T*>(args.o) + blk.o_offset + row * args.o_stride[1];
 #pragma unroll
       for (int c = 0; c < kColVecs; ++c) {
         const int col = 4 * tx + 32 * c;
@@ -260,8 +367,7 @@ flash_forward_kernel(KernelArgs args) {
         }
       }
       if (args.lse != nullptr && tx == 0) {
-        args.lse[b * args.lse_stride[0] + h * args.lse_stride[1] + row * args.lse_stride[2]] =
-            finalize_lse(row_max[i], total, args.scale_log2);
+        args.lse[blk.lse_offset + row * args.lse_stride[2]] = res.lse;
       }
     }
   }

@@ -1,11 +1,14 @@
-// The "naive" backend: allocates S (checking the bytes first, so OOM is measured and reported with
-// the figure) and runs the three kernels.
+// The "naive" backend: every variant; its S matrix lives in the caller's workspace
+// (ForwardParams::workspace, workspace_bytes() of it), so run() neither allocates nor
+// synchronizes and can be captured in a CUDA graph. forward() supplies a temporary workspace when
+// the caller gives none (api/workspace.h).
 #include <cuda_runtime.h>
 
 #include <limits>
 #include <string>
 
 #include "api/backend.h"
+#include "api/workspace.h"
 #include "common/checked_math.h"
 #include "cuda/common/runtime.h"
 #include "cuda/naive/naive.h"
@@ -23,12 +26,16 @@ class NaiveBackend final : public Backend {
   Status usable(Device device) const override {
     return cuda::backend_usable(device, &cuda::naive_kernels_available);
   }
-  unsigned variants() const override { return 0; }
+  unsigned variants() const override { return kAllVariants; }
   Status supports(const ForwardParams&) const override { return Status::Ok(); }
-  // Saturates: an S matrix too large to count needs more memory than any device has.
+  // Saturates: an S matrix too large to count needs more memory than any device has (run()
+  // then reports the factors).
   std::size_t workspace_bytes(const ForwardParams& p) const override {
     std::size_t bytes = 0;
     return cuda::naive_workspace_bytes(p, &bytes) ? bytes : std::numeric_limits<std::size_t>::max();
+  }
+  std::string_view workspace_purpose() const override {
+    return "the float32 S matrix, batch * heads * max_seqlen_q * max_seqlen_k * 4 bytes";
   }
   Status run(const ForwardParams& p, StreamHandle stream) const override {
     std::size_t s_bytes = 0;
@@ -39,13 +46,9 @@ class NaiveBackend final : public Backend {
                         std::to_string(p.seqlen_q()) + " * " + std::to_string(p.seqlen_k()) +
                         " * 4 bytes, more than 64 bits can count");
     }
-    cuda::DeviceBuffer s_gmem;
-    Status st = s_gmem.allocate(s_bytes, "naive: the S matrix (float32)");
+    const Status st = check_workspace(*this, p);
     if (!st.ok()) return st;
-    st = cuda::launch_naive(p, static_cast<float*>(s_gmem.data()), stream);
-    if (!st.ok()) return st;
-    // S is freed when this returns: wait until the kernels that read it are done.
-    return cuda::status_from_cuda(cudaStreamSynchronize(stream), "naive: stream synchronize");
+    return cuda::launch_naive(p, static_cast<float*>(p.workspace), stream);
   }
 };
 
