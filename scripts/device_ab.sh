@@ -11,11 +11,13 @@ rounds=${1:-3}
 out=${OUT:-$PWD/device-out}
 mkdir -p "$out"
 start=$(date +%s)
+[ -x build-base/tools/flashattn/flashattn ] ||
 cmake -S .device/base -B build-base -G Ninja -DCMAKE_BUILD_TYPE=Release -DFLASHATTN_BUILD_TESTS=OFF \
   -DFLASHATTN_BUILD_PYTHON=OFF '-DFLASHATTN_CUDA_ARCHS=90a' > "$out/ab-build.log" 2>&1 &&
   ninja -C build-base -j"$(nproc)" flashattn_cli >> "$out/ab-build.log" 2>&1 ||
   { echo "base build failed"; tail -20 "$out/ab-build.log"; exit 1; }
 echo "base build: $(( $(date +%s) - start )) s"
+csv=$(mktemp -d)
 : > "$out/ab.txt"
 for r in $(seq "$rounds"); do
   for v in base new; do
@@ -25,13 +27,13 @@ for r in $(seq "$rounds"); do
       for causal in "" "--causal"; do
         h=$((2048 / d))
         "$bin" bench --device cuda --backends flash-sm80 --head-dim $d --heads $h --batch 1 \
-          --seqlens 16384 $causal --csv "$out/ab-$v-$r-$d${causal:+-c}.csv" > /dev/null 2>&1
-        echo "$v round=$r d=$d ${causal:-full} $(tail -1 "$out/ab-$v-$r-$d${causal:+-c}.csv")" >> "$out/ab.txt"
+          --seqlens 16384 $causal --csv "$csv/ab-$v-$r-$d${causal:+-c}.csv" > /dev/null 2>&1
+        echo "$v round=$r d=$d ${causal:-full} $(tail -1 "$csv/ab-$v-$r-$d${causal:+-c}.csv")" >> "$out/ab.txt"
       done
     done
   done
 done
-python3 - "$out" <<'PY' > "$out/ab-summary.txt"
+python3 - "$csv" <<'PY' > "$out/ab-summary.txt"
 import csv, glob, os, statistics, sys
 out = sys.argv[1]
 rows = {}
@@ -48,3 +50,4 @@ for cell in sorted({c for c, _ in rows}):
     print(f"{cell:10} {b:8.1f} {n:8.1f} {n / b:9.3f}")
 PY
 cat "$out/ab-summary.txt"
+rm -rf "$csv"
