@@ -68,6 +68,8 @@ std::vector<VariantCase> variant_cases() {
   add("window_wide", with_window(base, 5000, 5000), false);
   add("window_32_causal", with_window(tall, 32, -1), true);
   add("window_left_only", with_window(base, 40, -1), false);
+  // A right edge only: flash-sm80 runs it in its dense kernel (no left edge), beside causal.
+  add("window_right_only", with_window(base, -1, 17), false);
   add("window_keyless_rows", with_window(dense(1, 2, 2, 203, 113, 64, DType::kBF16, false), 8, 0),
       true);
   // Softcap: mild, strong, and on large scores (where it decides everything).

@@ -14,7 +14,7 @@ Candidate make_candidate() {
                      " W" + std::to_string(Cfg::kWarps) + (Cfg::kQInRegs ? " qreg" : "") + " B" +
                      std::to_string(Cfg::kMinBlocks);
   return {Cfg::kHeadDim, name, &cuda::launch_flash_sm80_config<__nv_bfloat16, Cfg>,
-          reinterpret_cast<const void*>(&cuda::flash_sm80_kernel<__nv_bfloat16, Cfg>),
+          reinterpret_cast<const void*>(&cuda::flash_sm80_kernel<__nv_bfloat16, Cfg, false>),
           Cfg::kThreads, Cfg::kSmemBytes};
 }
 

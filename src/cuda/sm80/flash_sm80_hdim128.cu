@@ -9,7 +9,7 @@ template Status launch_flash_sm80<__half, 128>(const KernelArgs&, cudaStream_t);
 
 Status flash_sm80_kernels_available() {
   return check_kernel_image(reinterpret_cast<const void*>(
-      flash_sm80_kernel<__nv_bfloat16, Sm80ConfigFor<128>::type>));
+      flash_sm80_kernel<__nv_bfloat16, Sm80ConfigFor<128>::type, false>));
 }
 
 }  // namespace flashattn::cuda

@@ -28,7 +28,13 @@
 
 namespace flashattn::cuda {
 
-template <typename T, class Cfg>
+// kVariants: the general kernel (varlen, a window's left edge, softcap, ALiBi, sinks) or the dense
+// one (every row sees keys [0, its right edge): no window, causal or a right-only window). One
+// kernel for both cost the dense problems 3-12% (same-session A/B on the H200, docs/
+// performance.md, "variants"): the general kernel keeps the block's coordinates in shared memory
+// and re-derives its copy addresses from them every tile, for the registers' sake; the dense
+// kernel keeps them in registers and reads the lengths from the kernel parameters.
+template <typename T, class Cfg, bool kVariants>
 __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
 flash_sm80_kernel(KernelArgs args) {
   constexpr int kBlockN = Cfg::kBlockN;
@@ -40,18 +46,31 @@ flash_sm80_kernel(KernelArgs args) {
   // One block per query tile (the launcher checks the grid fits). Not a grid-stride loop: the
   // compiler would hoist every per-thread epilogue address out of it, and those ~90 values live
   // across the key loop spilled at d128.
-  // The block's coordinates live in shared memory once the prologue has issued its copies: read
-  // back after every barrier, they hold no registers across the key loop (in registers they
-  // spilled at d192 and d256 on sm_80, where the O accumulator takes 128 of 255).
+  // General kernel: the block's coordinates live in shared memory once the prologue has issued
+  // its copies: read back after every barrier, they hold no registers across the key loop (in
+  // registers they spilled at d192 and d256 on sm_80, where the O accumulator takes 128 of 255).
   // So do the score transforms' constants (their divisions run once, not per tile).
   __shared__ sm80::BlockCoords<T> coords_smem;
   __shared__ ScoreMod mod_smem;
-  const sm80::BlockCoords<T> c0 = sm80::block_coords<T, Cfg>(args);
-  if (c0.m0 >= c0.seqlen_q) return;  // varlen: past this sequence's rows (the whole block)
-  if (tid == 0) {  // published by the first barrier below
-    coords_smem = c0;
-    mod_smem = ScoreMod::make(args, c0.b, c0.h);
+  const sm80::BlockCoords<T> c0 = sm80::block_coords<T, Cfg, kVariants>(args);
+  if constexpr (kVariants) {
+    if (c0.m0 >= c0.seqlen_q) return;  // varlen: past this sequence's rows (the whole block)
+    if (tid == 0) {  // published by the first barrier below
+      coords_smem = c0;
+      mod_smem = ScoreMod::make(args, c0.b, c0.h);
+    }
   }
+  // The coordinates the loop and the epilogue read: shared memory (general) or registers.
+  const sm80::BlockCoords<T>& c = sm80::pick<kVariants>(coords_smem, c0);
+  // Keys of the sequence: the dense kernel reads the kernel parameter (no register held).
+  auto seqlen_k = [&](const sm80::BlockCoords<T>& cc) -> std::int64_t {
+    if constexpr (kVariants) return cc.seqlen_k;
+    else return args.seqlen_k;
+  };
+  auto rule = [&]() -> MaskRule {
+    if constexpr (kVariants) return c.rule(args);
+    else return MaskRule::make(args.seqlen_q, args.seqlen_k, -1, args.window_right, false);
+  };
   sm80::WarpAttention<T, Cfg> w(tid / 32 * Cfg::kWarpM, lane);
 
   // Key tile j of K or V (smem: that tensor's ring) into `stage`.
@@ -61,11 +80,11 @@ flash_sm80_kernel(KernelArgs args) {
         ring_smem + stage * Cfg::kKvTileBytes, head_gmem, row_stride,
         static_cast<std::int64_t>(j) * kBlockN, seqlen_k, tid);
   };
-  auto load_k = [&](const sm80::BlockCoords<T>& c, int j, int stage) {
-    load_kv_tile(k_smem, c.k_gmem, args.k_stride[1], c.seqlen_k, j, stage);
+  auto load_k = [&](const sm80::BlockCoords<T>& cc, int j, int stage) {
+    load_kv_tile(k_smem, cc.k_gmem, args.k_stride[1], seqlen_k(cc), j, stage);
   };
-  auto load_v = [&](const sm80::BlockCoords<T>& c, int j, int stage) {
-    load_kv_tile(v_smem, c.v_gmem, args.v_stride[1], c.seqlen_k, j, stage);
+  auto load_v = [&](const sm80::BlockCoords<T>& cc, int j, int stage) {
+    load_kv_tile(v_smem, cc.v_gmem, args.v_stride[1], seqlen_k(cc), j, stage);
   };
 
   // cp.async groups, in commit order, for kStages = s and key tiles f = n_first, f + 1, ...:
@@ -98,7 +117,6 @@ flash_sm80_kernel(KernelArgs args) {
   // three loops over the skipped head, the computed middle and the skipped tail) spilled 24-40
   // bytes at d128, where the kernel sits at 255 registers.
   int stage = 0, ahead_stage = Cfg::kStages - 1;
-  const sm80::BlockCoords<T>& c = coords_smem;  // read only after a barrier
   const int n_end = c0.n_end;
   for (int j = c0.n_first; j < n_end; ++j) {
     const std::int64_t n0 = static_cast<std::int64_t>(j) * kBlockN;
@@ -115,8 +133,8 @@ flash_sm80_kernel(KernelArgs args) {
     typename sm80::WarpAttention<T, Cfg>::Scores s;
     typename sm80::WarpAttention<T, Cfg>::Probs p;
     w.qk(s, q_smem, k_smem + stage * Cfg::kKvTileBytes);
-    w.score_mod(s, args, mod_smem, c, n0);
-    w.mask(s, c.rule(args), c.m0, n0);
+    if constexpr (kVariants) w.score_mod(s, args, mod_smem, c, n0);
+    w.template mask<kVariants>(s, rule(), c.m0, n0);
     w.rescale_o(w.softmax(s, p, args.scale_log2));
     w.pv(p, v_smem + stage * Cfg::kKvTileBytes);
     stage = stage + 1 == Cfg::kStages ? 0 : stage + 1;
@@ -126,12 +144,23 @@ flash_sm80_kernel(KernelArgs args) {
   // rows may still be landing where the output is staged next.
   ptx::cp_async_wait<0>();
   __syncthreads();
-  w.store(smem, args, c, lane);
+  if constexpr (kVariants) {
+    w.store(smem, args, c, c.seqlen_q, c.q_row0, sink_raw(args, c.h), lane);
+  } else {
+    w.store(smem, args, c, args.seqlen_q, 0, -INFINITY, lane);
+  }
+}
+
+// Whether the params need the general kernel: anything but keys [0, a right edge) per row.
+inline bool needs_variant_kernel(const KernelArgs& args) {
+  return args.varlen() || args.window_left >= 0 || args.softcap > 0.0f ||
+         args.alibi_slopes != nullptr || args.sinks != nullptr;
 }
 
 template <typename T, class Cfg>
 Status launch_flash_sm80_config(const KernelArgs& args, cudaStream_t stream) {
-  auto kernel = flash_sm80_kernel<T, Cfg>;
+  auto kernel = needs_variant_kernel(args) ? flash_sm80_kernel<T, Cfg, true>
+                                           : flash_sm80_kernel<T, Cfg, false>;
   FA_CUDA_RETURN_IF_ERROR(
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Cfg::kSmemBytes),
       "flash-sm80: cudaFuncSetAttribute(max dynamic shared memory)");

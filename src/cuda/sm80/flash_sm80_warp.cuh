@@ -77,7 +77,16 @@ struct BlockCoords {
 // consecutive (then the next head of the same GQA group), so the blocks resident together read
 // the same K and V, which then come from L2; within a head the last query block goes first
 // (with causal it has the most keys).
-template <typename T, class Cfg>
+// The general kernel's coordinates come from shared memory, the dense kernel's from registers.
+template <bool kShared, class C>
+__device__ __forceinline__ const C& pick(const C& shared, const C& regs) {
+  if constexpr (kShared) return shared;
+  else return regs;
+}
+
+// kVariants = false: one dense sequence per batch entry and no left window edge (the dense
+// kernel): lengths from the parameters, tiles from 0.
+template <typename T, class Cfg, bool kVariants>
 __device__ __forceinline__ BlockCoords<T> block_coords(const KernelArgs& args) {
   const TileCoord tile =
       TileScheduler::make(args.batch, args.heads, args.seqlen_q, Cfg::kBlockM).tile(blockIdx.x);
@@ -85,7 +94,13 @@ __device__ __forceinline__ BlockCoords<T> block_coords(const KernelArgs& args) {
   c.b = tile.batch;
   c.h = tile.head;
   c.m0 = tile.m_block * Cfg::kBlockM;
-  const SeqInfo seq = args.seq(c.b);
+  SeqInfo seq;
+  if constexpr (kVariants) {
+    seq = args.seq(c.b);
+  } else {
+    seq.seqlen_q = args.seqlen_q;
+    seq.seqlen_k = args.seqlen_k;
+  }
   c.q_row0 = seq.q_row0;
   c.seqlen_q = seq.seqlen_q;
   c.seqlen_k = seq.seqlen_k;
@@ -97,7 +112,10 @@ __device__ __forceinline__ BlockCoords<T> block_coords(const KernelArgs& args) {
   c.v_gmem = static_cast<const T*>(args.v) + c.b * args.v_stride[0] +
              seq.k_row0 * args.v_stride[1] + h_kv * args.v_stride[2];
   std::int64_t first = 0, end = 0;
-  if (c.m0 < c.seqlen_q) c.rule(args).tile_range(c.m0, Cfg::kBlockM, Cfg::kBlockN, &first, &end);
+  const MaskRule rule =
+      kVariants ? c.rule(args)
+                : MaskRule::make(args.seqlen_q, args.seqlen_k, -1, args.window_right, false);
+  if (c.m0 < c.seqlen_q) rule.tile_range(c.m0, Cfg::kBlockM, Cfg::kBlockN, &first, &end);
   c.n_first = static_cast<int>(first);
   c.n_end = static_cast<int>(end);
   return c;
@@ -197,9 +215,14 @@ struct WarpAttention {
 
   // Scores the rows do not see become -inf (MaskRule): only on the tiles where some row of this
   // warp's needs it (the tail tile, tiles crossing the causal diagonal or a window's edges).
+  // kPerWarp: the test is on this warp's rows (fewer masked tiles on a window's edges), else on
+  // the block's (one less 64-bit value live in the dense kernel, which sits at 255 registers).
+  template <bool kPerWarp>
   __device__ __forceinline__ void mask(Scores& s, const MaskRule& rule, std::int64_t m0,
                                        std::int64_t n0) const {
-    if (!rule.tile_needs_mask(m0 + row0, Cfg::kWarpM, n0, Cfg::kBlockN)) return;
+    const bool needed = kPerWarp ? rule.tile_needs_mask(m0 + row0, Cfg::kWarpM, n0, Cfg::kBlockN)
+                                 : rule.tile_needs_mask(m0, Cfg::kBlockM, n0, Cfg::kBlockN);
+    if (!needed) return;
     mask_fragment<kMTiles, kNTiles>(s, rule, m0 + row0 + g, n0, t);
   }
 
@@ -242,18 +265,20 @@ struct WarpAttention {
     }
   }
 
-  // O / row_sum with the sink folded in (online_softmax.cuh finalize_row: O = 0 and LSE = -inf,
+  // O / row_sum with the sink (raw units, -inf: none) folded in (online_softmax.cuh finalize_row: O = 0 and LSE = -inf,
   // or the sink's logit, for a row with no visible key) to global memory. The warp writes its O
   // rows over its own Q rows in shared memory (only it ever read them; every copy into them must
   // have landed), then stores whole 16-byte chunks: consecutive lanes cover consecutive chunks of
   // a row.
+  // seqlen_q and q_row0: the sequence's rows (the caller passes the dense kernel's from the
+  // parameters).
   __device__ __forceinline__ void store(unsigned char* q_rows_smem, const KernelArgs& args,
-                                        const BlockCoords<T>& c, int lane) const {
-    const float sink = sink_raw(args, c.h);
+                                        const BlockCoords<T>& c, std::int64_t seqlen_q,
+                                        std::int64_t q_row0, float sink, int lane) const {
     float* lse_gmem = args.lse == nullptr
                           ? nullptr
                           : args.lse + c.b * args.lse_stride[0] + c.h * args.lse_stride[1] +
-                                c.q_row0 * args.lse_stride[2];
+                                q_row0 * args.lse_stride[2];
 #pragma unroll
     for (int mt = 0; mt < kMTiles; ++mt) {
 #pragma unroll
@@ -269,19 +294,19 @@ struct WarpAttention {
           *reinterpret_cast<std::uint32_t*>(q_rows_smem + swizzle<Cfg>(row, dt) + 4 * t) = packed;
         }
         const std::int64_t row_seq = c.m0 + row;
-        if (lse_gmem != nullptr && t == 0 && row_seq < c.seqlen_q) {
+        if (lse_gmem != nullptr && t == 0 && row_seq < seqlen_q) {
           lse_gmem[row_seq * args.lse_stride[2]] = r.lse;
         }
       }
     }
     __syncwarp();
-    T* o_gmem = static_cast<T*>(args.o) + c.b * args.o_stride[0] + c.q_row0 * args.o_stride[1] +
+    T* o_gmem = static_cast<T*>(args.o) + c.b * args.o_stride[0] + q_row0 * args.o_stride[1] +
                 c.h * args.o_stride[2];
 #pragma unroll
     for (int i = lane; i < Cfg::kWarpM * Cfg::kChunks; i += 32) {
       const int r = i / Cfg::kChunks, ch = i % Cfg::kChunks;
       const std::int64_t row_seq = c.m0 + row0 + r;
-      if (row_seq < c.seqlen_q) {
+      if (row_seq < seqlen_q) {
         const uint4 chunk =
             *reinterpret_cast<const uint4*>(q_rows_smem + swizzle<Cfg>(row0 + r, ch));
         *reinterpret_cast<uint4*>(o_gmem + row_seq * args.o_stride[1] + ch * 8) = chunk;
