@@ -28,31 +28,42 @@
 
 namespace flashattn::testing::sm90 {
 
-// Empty when `kernel` (a __global__ function's address) runs here as sm_90a code; otherwise why
-// not. sm_90a machine code runs on compute capability 9.0 only, and a build whose
-// FLASHATTN_CUDA_ARCHS lacks 90a would run the sm_80 image, whose test kernels are empty.
-inline std::string unavailable_reason(const void* kernel) {
-  if (cuda::device_count() == 0) return "no CUDA device";
+// Whether `kernel` (a __global__ function's address) runs here as sm_90a code: Ok, or
+// kBackendUnavailable saying why not (the tests skip), or kInternal when this build has sm_90a
+// code (FLASHATTN_CUDA_ARCHS lists 90a) and the device is 9.0 but the runtime picked another
+// image (the tests fail: on an H200 they must run, never skip). sm_90a machine code runs on
+// compute capability 9.0 only; a build without 90a runs the sm_80 image, whose test kernels are
+// empty.
+inline Status sm90a_usable(const void* kernel) {
+  if (cuda::device_count() == 0) return Status(StatusCode::kBackendUnavailable, "no CUDA device");
   int device = 0;
   cudaDeviceProp p{};
   if (cudaGetDevice(&device) != cudaSuccess || cudaGetDeviceProperties(&p, device) != cudaSuccess) {
     cudaGetLastError();
-    return "cannot read the device's properties";
+    return Status(StatusCode::kInternal, "cannot read the device's properties");
   }
   if (p.major != 9 || p.minor != 0) {
-    return "needs compute capability 9.0 (sm_90a); " + std::string(p.name) + " is " +
-           std::to_string(p.major) + "." + std::to_string(p.minor);
+    return Status(StatusCode::kBackendUnavailable,
+                  "needs compute capability 9.0 (sm_90a); " + std::string(p.name) + " is " +
+                      std::to_string(p.major) + "." + std::to_string(p.minor));
   }
+#if defined(FLASHATTN_TEST_HAVE_SM90A)
+  constexpr StatusCode kNoImage = StatusCode::kInternal;
+#else
+  constexpr StatusCode kNoImage = StatusCode::kBackendUnavailable;
+#endif
   cudaFuncAttributes attr{};
-  if (cudaFuncGetAttributes(&attr, kernel) != cudaSuccess) {
+  const cudaError_t err = cudaFuncGetAttributes(&attr, kernel);
+  if (err != cudaSuccess) {
     cudaGetLastError();
-    return "no kernel image for this GPU";
+    return Status(kNoImage,
+                  std::string("no kernel image for this GPU (") + cudaGetErrorName(err) + ")");
   }
   if (attr.binaryVersion != 90) {
-    return "built without sm_90a (FLASHATTN_CUDA_ARCHS); the kernel would run as sm_" +
-           std::to_string(attr.binaryVersion);
+    return Status(kNoImage, "the kernel runs as sm_" + std::to_string(attr.binaryVersion) +
+                                " code, not sm_90a (FLASHATTN_CUDA_ARCHS needs 90a)");
   }
-  return "";
+  return Status::Ok();
 }
 
 // Sets the kernel's dynamic shared-memory limit (needed above 48 KB).

@@ -1,7 +1,7 @@
 // Test kernels for TMA loads and stores (2D..5D maps, 128B swizzle, out-of-bounds boxes),
 // mbarrier phases (a generic producer/consumer ring and a TMA ring), stmatrix and elect.sync.
 // Bodies are compiled for sm_90 and later only; the sm_80 pass of the "80;90a" build sees empty
-// kernels, which tma_unavailable() keeps from running.
+// kernels, which tma_usable() keeps from running.
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -289,9 +289,7 @@ Status check_boxes(const TmaBoxes& b) {
 
 }  // namespace
 
-std::string tma_unavailable() {
-  return unavailable_reason(reinterpret_cast<const void*>(&tma_load_kernel));
-}
+Status tma_usable() { return sm90a_usable(reinterpret_cast<const void*>(&tma_load_kernel)); }
 
 Status run_tma_load(const CUtensorMap& map, const TmaBoxes& boxes,
                     std::vector<std::uint16_t>* smem) {

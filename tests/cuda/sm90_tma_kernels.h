@@ -13,8 +13,9 @@
 
 namespace flashattn::testing::sm90 {
 
-// Empty when the sm_90 test kernels can run here, else why not (the tests skip with it).
-std::string tma_unavailable();
+// Ok when the sm_90a test kernels can run here; kBackendUnavailable (skip) or kInternal (fail:
+// an sm_90a build on a 9.0 device that would not run them) otherwise. sm90_test_support.cuh.
+Status tma_usable();
 
 // Up to 4 boxes of one tensor map, coordinates innermost first (rank of the map). Box b lives at
 // shared-memory offset b * box_bytes (each box a multiple of 1024 bytes: swizzle-aligned).

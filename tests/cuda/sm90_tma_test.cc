@@ -37,8 +37,10 @@ class Sm90TmaTest : public ::testing::Test {
  protected:
   void SetUp() override {
     FA_SKIP_WITHOUT_CUDA();
-    const std::string why = tma_unavailable();
-    if (!why.empty()) GTEST_SKIP() << "skipped: " << why;
+    const Status usable = tma_usable();
+    if (usable.code() == StatusCode::kBackendUnavailable)
+      GTEST_SKIP() << "skipped: " << usable.message();
+    ASSERT_TRUE(usable.ok()) << usable.to_string();
   }
 };
 

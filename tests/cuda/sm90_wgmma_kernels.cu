@@ -1,7 +1,7 @@
 // Test kernels for wgmma (SS and RS, K-major and MN-major B), the QK^T -> PV register chain, and
 // a warp-specialized block (setmaxnreg, TMA onto an mbarrier, named barriers, elect.sync).
 // Bodies are compiled for sm_90a only; the sm_80 pass of the "80;90a" build sees empty kernels,
-// which wgmma_unavailable() keeps from running.
+// which wgmma_usable() keeps from running.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -310,8 +310,8 @@ __global__ void __launch_bounds__(Ws::kThreads, 1)
 
 }  // namespace
 
-std::string wgmma_unavailable() {
-  return unavailable_reason(reinterpret_cast<const void*>(wgmma_entries().front().kernel));
+Status wgmma_usable() {
+  return sm90a_usable(reinterpret_cast<const void*>(wgmma_entries().front().kernel));
 }
 
 std::vector<WgmmaCase> wgmma_cases() {

@@ -14,8 +14,9 @@
 
 namespace flashattn::testing::sm90 {
 
-// Empty when the sm_90a test kernels can run here, else why not (the tests skip with it).
-std::string wgmma_unavailable();
+// Ok when the sm_90a test kernels can run here; kBackendUnavailable (skip) or kInternal (fail:
+// an sm_90a build on a 9.0 device that would not run them) otherwise. sm90_test_support.cuh.
+Status wgmma_usable();
 
 // One m64nNk16 product chain: D[64 x n] = A[64 x k] * B[k x n], k / 16 steps.
 struct WgmmaCase {

@@ -147,8 +147,10 @@ class Sm90WgmmaTest : public ::testing::TestWithParam<WgmmaCase> {
  protected:
   void SetUp() override {
     FA_SKIP_WITHOUT_CUDA();
-    const std::string why = wgmma_unavailable();
-    if (!why.empty()) GTEST_SKIP() << "skipped: " << why;
+    const Status usable = wgmma_usable();
+    if (usable.code() == StatusCode::kBackendUnavailable)
+      GTEST_SKIP() << "skipped: " << usable.message();
+    ASSERT_TRUE(usable.ok()) << usable.to_string();
   }
 };
 
@@ -187,8 +189,10 @@ class Sm90WgmmaChainTest : public ::testing::TestWithParam<DType> {
  protected:
   void SetUp() override {
     FA_SKIP_WITHOUT_CUDA();
-    const std::string why = wgmma_unavailable();
-    if (!why.empty()) GTEST_SKIP() << "skipped: " << why;
+    const Status usable = wgmma_usable();
+    if (usable.code() == StatusCode::kBackendUnavailable)
+      GTEST_SKIP() << "skipped: " << usable.message();
+    ASSERT_TRUE(usable.ok()) << usable.to_string();
   }
 };
 
@@ -221,8 +225,10 @@ INSTANTIATE_TEST_SUITE_P(Dtypes, Sm90WgmmaChainTest, ::testing::Values(DType::kB
 // bar.sync pair; a swap between the consumers through a second named barrier.
 TEST(Sm90WarpSpecialized, SetmaxnregTmaWgmmaNamedBarriers) {
   FA_SKIP_WITHOUT_CUDA();
-  const std::string why = wgmma_unavailable();
-  if (!why.empty()) GTEST_SKIP() << "skipped: " << why;
+  const Status usable = wgmma_usable();
+  if (usable.code() == StatusCode::kBackendUnavailable)
+    GTEST_SKIP() << "skipped: " << usable.message();
+  ASSERT_TRUE(usable.ok()) << usable.to_string();
   const std::uint64_t seed = base_seed() ^ 0x3a9u;
   SCOPED_TRACE("seed " + std::to_string(seed));
   const Matrix a = random_matrix(128, 64, seed), b = random_matrix(384, 64, seed + 1);
