@@ -84,6 +84,24 @@ struct MaskRule {
     *end = (r.end + block_n - 1) / block_n;
   }
 
+  // Key tiles [first, end) of width block_n that no row of [m0, m0 + rows) needs masked (every
+  // row sees every key of them, none is past seqlen_k); within tile_range, the tiles outside it
+  // are the ones tile_needs_mask names. A kernel computes it once per block, so its key loop
+  // tests one int per tile. end >= first.
+  FA_HOST_DEVICE void interior_tiles(std::int64_t m0, std::int64_t rows, std::int64_t block_n,
+                                     std::int64_t* first, std::int64_t* end) const {
+    const std::int64_t last = (m0 + rows < seqlen_q ? m0 + rows : seqlen_q) - 1;
+    if (last < m0) {
+      *first = *end = 0;
+      return;
+    }
+    // Tile j is interior iff j * block_n >= the last row's begin and (j + 1) * block_n <= the
+    // first row's end (row ends are clamped to seqlen_k).
+    *first = (row_range(last).begin + block_n - 1) / block_n;
+    *end = row_range(m0).end / block_n;
+    if (*end < *first) *end = *first;
+  }
+
   // Whether the tile [n0, n0 + cols) needs a per-element mask for rows [m0, m0 + rows): false
   // when every (in-range) row sees every key of it. Keys past seqlen_k always need masking.
   FA_HOST_DEVICE bool tile_needs_mask(std::int64_t m0, std::int64_t rows, std::int64_t n0,

@@ -126,6 +126,17 @@ int check_rule(const Case& c, const std::vector<std::int64_t>& block_ms,
             // Rows are intervals (checked above), so containment is enough.
             hidden = row.count == 0 || row.first > n0 || row.last < n0 + block_n - 1;
           }
+          // interior_tiles() names the same tiles: within the key axis, those needing no mask.
+          std::int64_t i_first = 0, i_end = 0;
+          rule.interior_tiles(m0, block_m, block_n, &i_first, &i_end);
+          const std::int64_t j = n0 / block_n;
+          const bool interior = j >= i_first && j < i_end;
+          if (any && interior == hidden) {
+            ADD_FAILURE() << c.to_string() << ": interior_tiles(" << m0 << ", " << block_m << ", "
+                          << block_n << ") = [" << i_first << ", " << i_end << ") at tile " << j
+                          << ", which " << (hidden ? "needs" : "does not need") << " a mask";
+            if (++failures > 10) return failures;
+          }
           if (rule.tile_needs_mask(m0, block_m, n0, block_n) != hidden) {
             ADD_FAILURE() << c.to_string() << ": tile_needs_mask(" << m0 << ", " << block_m << ", "
                           << n0 << ", " << block_n << ") = " << !hidden;

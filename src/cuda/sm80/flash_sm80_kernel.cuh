@@ -53,12 +53,17 @@ flash_sm80_kernel(KernelArgs args) {
   __shared__ sm80::BlockCoords<T> coords_smem;
   __shared__ ScoreMod mod_smem;
   const sm80::BlockCoords<T> c0 = sm80::block_coords<T, Cfg, kVariants>(args);
+  // The dense kernel's first tile needing a mask, in shared memory too (one register less:
+  // held in one, it spilled 16 bytes at d128 on sm_80).
+  __shared__ int interior_end_smem;
   if constexpr (kVariants) {
     if (c0.m0 >= c0.seqlen_q) return;  // varlen: past this sequence's rows (the whole block)
     if (tid == 0) {  // published by the first barrier below
       coords_smem = c0;
       mod_smem = ScoreMod::make(args, c0.b, c0.h);
     }
+  } else {
+    if (tid == 0) interior_end_smem = c0.n_interior_end;
   }
   // The coordinates the loop and the epilogue read: shared memory (general) or registers.
   const sm80::BlockCoords<T>& c = sm80::pick<kVariants>(coords_smem, c0);
@@ -134,7 +139,11 @@ flash_sm80_kernel(KernelArgs args) {
     typename sm80::WarpAttention<T, Cfg>::Probs p;
     w.qk(s, q_smem, k_smem + stage * Cfg::kKvTileBytes);
     if constexpr (kVariants) w.score_mod(s, args, mod_smem, c, n0);
-    w.template mask<kVariants>(s, rule(), c.m0, n0);
+    // The general kernel tests this warp's rows (fewer masked tiles on a window's edges); the
+    // dense one the block's interior bound, one int compare per tile.
+    if (kVariants ? w.needs_mask(rule(), c.m0, n0) : j >= interior_end_smem) {
+      w.mask(s, rule(), c.m0, n0);
+    }
     w.rescale_o(w.softmax(s, p, args.scale_log2));
     w.pv(p, v_smem + stage * Cfg::kKvTileBytes);
     stage = stage + 1 == Cfg::kStages ? 0 : stage + 1;
