@@ -53,8 +53,14 @@ flash_sm80_kernel(KernelArgs args) {
   __shared__ sm80::BlockCoords<T> coords_smem;
   __shared__ ScoreMod mod_smem;
   const sm80::BlockCoords<T> c0 = sm80::block_coords<T, Cfg, kVariants>(args);
-  // The dense kernel's first tile needing a mask, in shared memory too (one register less:
-  // held in one, it spilled 16 bytes at d128 on sm_80).
+  // Which test picks the tiles to mask. General kernel: this warp's rows (fewer masked tiles on
+  // a window's edges). Dense kernel at d64, where a tile is cheapest and the per-tile test
+  // weighs most: one int, the block's first tile needing a mask (MaskRule::interior_tiles),
+  // kept in shared memory (in a register it spilled 16 bytes at d128 on sm_80). Elsewhere the
+  // block's rows through MaskRule from the parameters: with the int test d128 and d256 measured
+  // 3% slower (same-session A/B; d64 5% faster), a difference of register allocation and
+  // scheduling, not of instructions (docs/performance.md, "variants").
+  constexpr bool kInteriorTest = !kVariants && Cfg::kHeadDim == 64;
   __shared__ int interior_end_smem;
   if constexpr (kVariants) {
     if (c0.m0 >= c0.seqlen_q) return;  // varlen: past this sequence's rows (the whole block)
@@ -62,7 +68,7 @@ flash_sm80_kernel(KernelArgs args) {
       coords_smem = c0;
       mod_smem = ScoreMod::make(args, c0.b, c0.h);
     }
-  } else {
+  } else if constexpr (kInteriorTest) {
     if (tid == 0) interior_end_smem = c0.n_interior_end;
   }
   // The coordinates the loop and the epilogue read: shared memory (general) or registers.
@@ -139,11 +145,15 @@ flash_sm80_kernel(KernelArgs args) {
     typename sm80::WarpAttention<T, Cfg>::Probs p;
     w.qk(s, q_smem, k_smem + stage * Cfg::kKvTileBytes);
     if constexpr (kVariants) w.score_mod(s, args, mod_smem, c, n0);
-    // The general kernel tests this warp's rows (fewer masked tiles on a window's edges); the
-    // dense one the block's interior bound, one int compare per tile.
-    if (kVariants ? w.needs_mask(rule(), c.m0, n0) : j >= interior_end_smem) {
-      w.mask(s, rule(), c.m0, n0);
+    bool masked;
+    if constexpr (kVariants) {
+      masked = w.needs_mask(rule(), c.m0, n0);
+    } else if constexpr (kInteriorTest) {
+      masked = j >= interior_end_smem;
+    } else {
+      masked = rule().tile_needs_mask(c.m0, Cfg::kBlockM, n0, kBlockN);
     }
+    if (masked) w.mask(s, rule(), c.m0, n0);
     w.rescale_o(w.softmax(s, p, args.scale_log2));
     w.pv(p, v_smem + stage * Cfg::kKvTileBytes);
     stage = stage + 1 == Cfg::kStages ? 0 : stage + 1;
