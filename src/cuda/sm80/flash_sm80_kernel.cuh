@@ -53,23 +53,12 @@ flash_sm80_kernel(KernelArgs args) {
   __shared__ sm80::BlockCoords<T> coords_smem;
   __shared__ ScoreMod mod_smem;
   const sm80::BlockCoords<T> c0 = sm80::block_coords<T, Cfg, kVariants>(args);
-  // Which test picks the tiles to mask. General kernel: this warp's rows (fewer masked tiles on
-  // a window's edges). Dense kernel at d64, where a tile is cheapest and the per-tile test
-  // weighs most: one int, the block's first tile needing a mask (MaskRule::interior_tiles),
-  // kept in shared memory (in a register it spilled 16 bytes at d128 on sm_80). Elsewhere the
-  // block's rows through MaskRule from the parameters: with the int test d128 and d256 measured
-  // 3% slower (same-session A/B; d64 5% faster), a difference of register allocation and
-  // scheduling, not of instructions (docs/performance.md, "variants").
-  constexpr bool kInteriorTest = !kVariants && Cfg::kHeadDim == 64;
-  __shared__ int interior_end_smem;
   if constexpr (kVariants) {
     if (c0.m0 >= c0.seqlen_q) return;  // varlen: past this sequence's rows (the whole block)
     if (tid == 0) {  // published by the first barrier below
       coords_smem = c0;
       mod_smem = ScoreMod::make(args, c0.b, c0.h);
     }
-  } else if constexpr (kInteriorTest) {
-    if (tid == 0) interior_end_smem = c0.n_interior_end;
   }
   // The coordinates the loop and the epilogue read: shared memory (general) or registers.
   const sm80::BlockCoords<T>& c = sm80::pick<kVariants>(coords_smem, c0);
@@ -82,6 +71,23 @@ flash_sm80_kernel(KernelArgs args) {
     if constexpr (kVariants) return c.rule(args);
     else return MaskRule::make(args.seqlen_q, args.seqlen_k, -1, args.window_right, false);
   };
+  // Which test picks the tiles to mask. General kernel: this warp's rows (fewer masked tiles on a
+  // window's edges); dense kernel: the block's rows, through MaskRule from the parameters. At
+  // d64, where a tile is cheapest and the per-tile test weighs most, the dense kernel tests one
+  // int instead: the block's first tile needing a mask (MaskRule::interior_tiles), kept in
+  // shared memory (in a register it spilled 16 bytes at d128 on sm_80). Same-session A/B on the
+  // H200: the int test is 5% faster at d64 and 3-4% slower at d128 and d256 (a difference of
+  // register allocation and scheduling at 255 registers, not of instructions executed), so
+  // each head dim keeps the faster one (docs/performance.md, "variants").
+  constexpr bool kInteriorTest = !kVariants && Cfg::kHeadDim == 64;
+  __shared__ int interior_end_smem;
+  if constexpr (kInteriorTest) {
+    if (tid == 0) {
+      std::int64_t first = 0, end = 0;
+      rule().interior_tiles(c0.m0, Cfg::kBlockM, Cfg::kBlockN, &first, &end);
+      interior_end_smem = static_cast<int>(end);  // no left edge: the interior starts at 0
+    }
+  }
   sm80::WarpAttention<T, Cfg> w(tid / 32 * Cfg::kWarpM, lane);
 
   // Key tile j of K or V (smem: that tensor's ring) into `stage`.
@@ -145,15 +151,11 @@ flash_sm80_kernel(KernelArgs args) {
     typename sm80::WarpAttention<T, Cfg>::Probs p;
     w.qk(s, q_smem, k_smem + stage * Cfg::kKvTileBytes);
     if constexpr (kVariants) w.score_mod(s, args, mod_smem, c, n0);
-    bool masked;
-    if constexpr (kVariants) {
-      masked = w.needs_mask(rule(), c.m0, n0);
-    } else if constexpr (kInteriorTest) {
-      masked = j >= interior_end_smem;
+    if constexpr (kInteriorTest) {
+      if (j >= interior_end_smem) w.mask_tile(s, rule(), c.m0, n0);
     } else {
-      masked = rule().tile_needs_mask(c.m0, Cfg::kBlockM, n0, kBlockN);
+      w.template mask<kVariants>(s, rule(), c.m0, n0);
     }
-    if (masked) w.mask(s, rule(), c.m0, n0);
     w.rescale_o(w.softmax(s, p, args.scale_log2));
     w.pv(p, v_smem + stage * Cfg::kKvTileBytes);
     stage = stage + 1 == Cfg::kStages ? 0 : stage + 1;

@@ -67,7 +67,6 @@ struct BlockCoords {
   std::int64_t seqlen_q, seqlen_k;    // the sequence's
   const T *q_gmem, *k_gmem, *v_gmem;  // this head's rows of the sequence (BSHD strides)
   int n_first, n_end;
-  int n_interior_end;  // the dense kernel: tiles from here on need a mask (MaskRule::interior_tiles)
 
   __device__ __forceinline__ MaskRule rule(const KernelArgs& args) const {
     return MaskRule::make(seqlen_q, seqlen_k, args.window_left, args.window_right, false);
@@ -116,15 +115,9 @@ __device__ __forceinline__ BlockCoords<T> block_coords(const KernelArgs& args) {
   const MaskRule rule =
       kVariants ? c.rule(args)
                 : MaskRule::make(args.seqlen_q, args.seqlen_k, -1, args.window_right, false);
-  std::int64_t interior_first = 0, interior_end = 0;
-  if (c.m0 < c.seqlen_q) {
-    rule.tile_range(c.m0, Cfg::kBlockM, Cfg::kBlockN, &first, &end);
-    rule.interior_tiles(c.m0, Cfg::kBlockM, Cfg::kBlockN, &interior_first, &interior_end);
-  }
+  if (c.m0 < c.seqlen_q) rule.tile_range(c.m0, Cfg::kBlockM, Cfg::kBlockN, &first, &end);
   c.n_first = static_cast<int>(first);
   c.n_end = static_cast<int>(end);
-  // Without a left edge the interior starts at tile 0: one bound is enough.
-  c.n_interior_end = static_cast<int>(interior_end);
   return c;
 }
 
@@ -220,17 +213,22 @@ struct WarpAttention {
     }
   }
 
-  // Whether some row of this warp's misses a key of the tile [n0, n0 + kBlockN) (warp-uniform):
-  // the tail tile, tiles crossing the causal diagonal or a window's edges.
-  __device__ __forceinline__ bool needs_mask(const MaskRule& rule, std::int64_t m0,
-                                             std::int64_t n0) const {
-    return rule.tile_needs_mask(m0 + row0, Cfg::kWarpM, n0, Cfg::kBlockN);
-  }
-
-  // Scores the rows do not see become -inf (MaskRule); the kernel calls it on the tiles that
-  // need it only.
+  // Scores the rows do not see become -inf (MaskRule): only on the tiles where some row of this
+  // warp's needs it (the tail tile, tiles crossing the causal diagonal or a window's edges).
+  // kPerWarp: the test is on this warp's rows (fewer masked tiles on a window's edges), else on
+  // the block's (one less 64-bit value live in the dense kernel, which sits at 255 registers).
+  template <bool kPerWarp>
   __device__ __forceinline__ void mask(Scores& s, const MaskRule& rule, std::int64_t m0,
                                        std::int64_t n0) const {
+    const bool needed = kPerWarp ? rule.tile_needs_mask(m0 + row0, Cfg::kWarpM, n0, Cfg::kBlockN)
+                                 : rule.tile_needs_mask(m0, Cfg::kBlockM, n0, Cfg::kBlockN);
+    if (!needed) return;
+    mask_tile(s, rule, m0, n0);
+  }
+
+  // The same without the test, for a kernel that has decided the tile needs it.
+  __device__ __forceinline__ void mask_tile(Scores& s, const MaskRule& rule, std::int64_t m0,
+                                            std::int64_t n0) const {
     mask_fragment<kMTiles, kNTiles>(s, rule, m0 + row0 + g, n0, t);
   }
 
