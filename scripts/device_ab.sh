@@ -5,7 +5,7 @@
 # each cell on fresh inputs with the L2 flushed. Needs build-device/ from scripts/device_run.sh
 # build (run it in the same call). Output: $OUT/ab.txt (each run's table) and $OUT/ab-summary.txt
 # (per cell: the median over rounds of each version's TFLOP/s and their ratio).
-#   bash scripts/device_ab.sh [ROUNDS]
+#   [AB_HEAD_DIMS="64 128"] bash scripts/device_ab.sh [ROUNDS]
 set -uo pipefail
 rounds=${1:-3}
 out=${OUT:-$PWD/device-out}
@@ -23,7 +23,7 @@ for r in $(seq "$rounds"); do
   for v in base new; do
     bin=build-device/tools/flashattn/flashattn
     [ $v = base ] && bin=build-base/tools/flashattn/flashattn
-    for d in 64 128 256; do
+    for d in ${AB_HEAD_DIMS:-64 128 256}; do
       for causal in "" "--causal"; do
         h=$((2048 / d))
         "$bin" bench --device cuda --backends flash-sm80 --head-dim $d --heads $h --batch 1 \
