@@ -6,8 +6,10 @@
 #include <initializer_list>
 #include <utility>
 #include <string>
+#include <vector>
 
 #include "cuda/common/runtime.h"
+#include "flashattn/combine.h"
 #include "flashattn/forward.h"
 
 namespace flashattn {
@@ -508,6 +510,116 @@ Status validate(const ForwardParams& p) {
                                                ": the backend writes its workspace");
       }
     }
+  }
+  return Status::Ok();
+}
+
+Status validate_combine(const CombineParams& p) {
+  const std::size_t n = p.outs.size();
+  if (p.lses.size() != n) {
+    return fail(StatusCode::kInvalidArgument,
+                "lses has " + std::to_string(p.lses.size()) + " parts but outs has " +
+                    std::to_string(n) + ": expected one LSE per partial output");
+  }
+  // Ranks, then dtypes, then shapes against out, then the head dim, strides and pointers,
+  // devices, aliasing (forward()'s order).
+  FA_RETURN_IF_ERROR(check_rank(p.out, "out", 4, "(batch, seqlen_q, heads, head_dim)"));
+  const bool has_lse = p.lse.defined();
+  if (has_lse) FA_RETURN_IF_ERROR(check_rank(p.lse, "lse", 3, "(batch, heads, seqlen_q)"));
+  std::vector<std::string> out_names(n), lse_names(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    out_names[i] = "outs[" + std::to_string(i) + "]";
+    lse_names[i] = "lses[" + std::to_string(i) + "]";
+    FA_RETURN_IF_ERROR(check_rank(p.outs[i], out_names[i].c_str(), 4,
+                                  "(batch, seqlen_q, heads, head_dim)"));
+    FA_RETURN_IF_ERROR(
+        check_rank(p.lses[i], lse_names[i].c_str(), 3, "(batch, heads, seqlen_q)"));
+  }
+  if (p.out.dtype != DType::kBF16 && p.out.dtype != DType::kFP16 && p.out.dtype != DType::kFP32) {
+    return fail(StatusCode::kInvalidDtype, "out.dtype = " + std::string(dtype_name(p.out.dtype)) +
+                                               ", expected one of bf16, fp16, fp32");
+  }
+  if (has_lse && p.lse.dtype != DType::kFP32) {
+    return fail(StatusCode::kInvalidDtype,
+                "lse.dtype = " + std::string(dtype_name(p.lse.dtype)) + ", expected fp32");
+  }
+  for (std::size_t i = 0; i < n; ++i) {
+    for (auto [t, name] : {std::pair{&p.outs[i], &out_names[i]}, std::pair{&p.lses[i], &lse_names[i]}}) {
+      if (t->dtype != DType::kFP32) {
+        return fail(StatusCode::kInvalidDtype, *name + ".dtype = " +
+                                                   std::string(dtype_name(t->dtype)) +
+                                                   ", expected fp32 (partial results are float32)");
+      }
+    }
+  }
+  static const char* kDims[] = {"batch", "seqlen_q", "heads", "head_dim"};
+  for (std::size_t i = 0; i < n; ++i) {
+    for (int d = 0; d < 4; ++d) {
+      FA_RETURN_IF_ERROR(
+          check_same_dim(p.outs[i], out_names[i].c_str(), d, p.out, "out", d, kDims[d]));
+    }
+    FA_RETURN_IF_ERROR(check_same_dim(p.lses[i], lse_names[i].c_str(), 0, p.out, "out", 0, "batch"));
+    FA_RETURN_IF_ERROR(check_same_dim(p.lses[i], lse_names[i].c_str(), 1, p.out, "out", 2, "heads"));
+    FA_RETURN_IF_ERROR(
+        check_same_dim(p.lses[i], lse_names[i].c_str(), 2, p.out, "out", 1, "seqlen_q"));
+  }
+  if (has_lse) {
+    FA_RETURN_IF_ERROR(check_same_dim(p.lse, "lse", 0, p.out, "out", 0, "batch"));
+    FA_RETURN_IF_ERROR(check_same_dim(p.lse, "lse", 1, p.out, "out", 2, "heads"));
+    FA_RETURN_IF_ERROR(check_same_dim(p.lse, "lse", 2, p.out, "out", 1, "seqlen_q"));
+  }
+  const std::int64_t d = p.out.shape[3];
+  if (d < kHeadDimStep || d > kMaxHeadDim || d % kHeadDimStep != 0) {
+    return fail(StatusCode::kUnsupportedHeadDim,
+                "out.shape[3] (head_dim) = " + std::to_string(d) +
+                    " is not supported; supported: " + supported_head_dims());
+  }
+  FA_RETURN_IF_ERROR(check_strides(p.out, "out", kRequiredAlignmentBytes));
+  FA_RETURN_IF_ERROR(check_pointer(p.out, "out", kRequiredAlignmentBytes));
+  FA_RETURN_IF_ERROR(check_no_zero_stride(p.out, "out"));
+  if (has_lse) {
+    FA_RETURN_IF_ERROR(check_strides(p.lse, "lse", 4));
+    FA_RETURN_IF_ERROR(check_pointer(p.lse, "lse", 4));
+    FA_RETURN_IF_ERROR(check_no_zero_stride(p.lse, "lse"));
+  }
+  for (std::size_t i = 0; i < n; ++i) {
+    FA_RETURN_IF_ERROR(check_strides(p.outs[i], out_names[i].c_str(), kRequiredAlignmentBytes));
+    FA_RETURN_IF_ERROR(check_pointer(p.outs[i], out_names[i].c_str(), kRequiredAlignmentBytes));
+    FA_RETURN_IF_ERROR(check_strides(p.lses[i], lse_names[i].c_str(), 4));
+    FA_RETURN_IF_ERROR(check_pointer(p.lses[i], lse_names[i].c_str(), 4));
+  }
+  // Devices: every tensor on out's device, and a CUDA view must hold memory of that device.
+  std::vector<std::pair<const TensorView*, const char*>> views = {{&p.out, "out"}, {&p.lse, "lse"}};
+  for (std::size_t i = 0; i < n; ++i) {
+    views.push_back({&p.outs[i], out_names[i].c_str()});
+    views.push_back({&p.lses[i], lse_names[i].c_str()});
+  }
+  for (auto [t, name] : views) {
+    if (t->defined() && t->device != p.out.device) {
+      return fail(StatusCode::kInvalidDevice, std::string(name) + ".device = " +
+                                                  device_name(t->device) +
+                                                  " must equal out.device = " +
+                                                  device_name(p.out.device));
+    }
+  }
+  for (auto [t, name] : views) {
+    if (t->defined() && t->numel() > 0) {
+      FA_RETURN_IF_ERROR(cuda::check_pointer_device(t->data, t->device, name));
+    }
+  }
+  // The outputs must not overlap any input or each other.
+  for (std::size_t v = 2; v < views.size(); ++v) {
+    if (overlaps(p.out, *views[v].first)) {
+      return fail(StatusCode::kAliasing, std::string("out overlaps ") + views[v].second +
+                                             ": outputs must not alias inputs");
+    }
+    if (has_lse && overlaps(p.lse, *views[v].first)) {
+      return fail(StatusCode::kAliasing, std::string("lse overlaps ") + views[v].second +
+                                             ": outputs must not alias inputs");
+    }
+  }
+  if (has_lse && overlaps(p.lse, p.out)) {
+    return fail(StatusCode::kAliasing, "lse overlaps out: the two outputs must not alias");
   }
   return Status::Ok();
 }
