@@ -51,6 +51,25 @@ struct ForwardParams {
   TensorView cu_seqlens_q, cu_seqlens_k, seqused_k;
   std::int64_t max_seqlen_q = 0, max_seqlen_k = 0;
 
+  // KV cache (FlashAttention's flash_attn_with_kvcache), on when k_cache is defined. Dense q only
+  // (no cu_seqlens). Sequence b's keys are the cache's first cache_seqlens[b] + seqlen_new rows;
+  // every rule above (causal bottom-right, window, ALiBi, ...) applies with that seqlen_k.
+  //   k_cache, v_cache (batch, cache_len, kv_heads, head_dim), q's dtype; or paged, with
+  //                    block_table: (num_pages, page_size, kv_heads, head_dim), page_size a
+  //                    multiple of 16 from 16 to 256; key j of sequence b is row j % page_size of
+  //                    page block_table[b, j / page_size]
+  //   cache_seqlens    int32 (batch), required: the keys already in the cache
+  //   block_table      int32 (batch, max_pages_per_seq), optional (paged)
+  //   k, v             optional new tokens (batch, seqlen_new, kv_heads, head_dim): written into
+  //                    the cache (in place) at rows cache_seqlens[b] .. + seqlen_new, then attended
+  // cache_seqlens[b] + seqlen_new must fit the capacity (cache_len, or max_pages_per_seq *
+  // page_size). On host tensors validate() reads cache_seqlens and the block_table entries a
+  // sequence uses (each in [0, num_pages)); on a CUDA device it cannot without synchronizing, so
+  // there the values are the caller's contract (a kernel must not read or write outside the
+  // cache for any value, but the result is then unspecified). Sequences must not share a page
+  // they append to.
+  TensorView k_cache, v_cache, cache_seqlens, block_table;
+
   // Scratch memory for the backend, at least workspace_bytes() of it (device memory of q's
   // device for the CUDA backends, 16-byte aligned). With it forward() neither allocates nor
   // synchronizes (CUDA-graph capturable); left null while the backend needs one, forward()
@@ -60,6 +79,10 @@ struct ForwardParams {
 
   float scale() const;  // the effective softmax scale
   bool varlen() const { return cu_seqlens_q.defined() || cu_seqlens_k.defined(); }
+  bool kv_cache() const { return k_cache.defined(); }
+  bool paged_kv() const { return kv_cache() && block_table.defined(); }
+  // New tokens appended to the cache (0 without a cache or without new k/v).
+  std::int64_t seqlen_new() const { return kv_cache() && k.defined() ? k.shape[1] : 0; }
 
   // Sizes, read off the views (valid after validate() succeeded). With varlen, seqlen_q() and
   // seqlen_k() are max_seqlen_q and max_seqlen_k.
@@ -67,8 +90,12 @@ struct ForwardParams {
   std::int64_t seqlen_q() const { return varlen() ? max_seqlen_q : q.shape[1]; }
   std::int64_t heads() const { return q.shape[q.rank - 2]; }
   std::int64_t head_dim() const { return q.shape[q.rank - 1]; }
-  std::int64_t seqlen_k() const { return varlen() ? max_seqlen_k : k.shape[1]; }
-  std::int64_t kv_heads() const { return k.shape[k.rank - 2]; }
+  // With a KV cache: the capacity (cache_len, or max_pages_per_seq * page_size).
+  std::int64_t seqlen_k() const {
+    if (kv_cache()) return paged_kv() ? block_table.shape[1] * k_cache.shape[1] : k_cache.shape[1];
+    return varlen() ? max_seqlen_k : k.shape[1];
+  }
+  std::int64_t kv_heads() const { return kv_cache() ? k_cache.shape[2] : k.shape[k.rank - 2]; }
 };
 
 // Head dims every backend accepts: multiples of 8 from 8 to 256.

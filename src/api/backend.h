@@ -18,7 +18,11 @@ enum Variant : unsigned {
   kVariantAlibi = 1u << 2,    // alibi_slopes
   kVariantSinks = 1u << 3,    // sinks
   kVariantVarlen = 1u << 4,   // cu_seqlens_q / cu_seqlens_k (and seqused_k)
+  kVariantKvCache = 1u << 5,  // k_cache / v_cache / cache_seqlens (new k / v appended)
+  kVariantPagedKv = 1u << 6,  // block_table (a paged KV cache)
 };
+// kAllVariants is the set every backend implements; the KV cache bits are not in it: only
+// cpu-reference declares them so far, and every other backend refuses a KV cache by name.
 constexpr unsigned kAllVariants =
     kVariantWindow | kVariantSoftcap | kVariantAlibi | kVariantSinks | kVariantVarlen;
 

@@ -32,7 +32,9 @@ Device default_device(const Backend& b) {
   return b.device_type() == DeviceType::kCUDA ? Device::cuda(0) : Device::cpu();
 }
 
+// No output element and no cache row to write: nothing to launch.
 bool params_empty(const ForwardParams& p) {
+  if (p.batch() > 0 && p.seqlen_new() > 0 && p.kv_heads() > 0) return false;  // appends
   return p.batch() == 0 || p.seqlen_q() == 0 || p.heads() == 0;
 }
 
@@ -47,6 +49,8 @@ unsigned variants_used(const ForwardParams& p) {
   if (p.alibi_slopes.defined()) used |= kVariantAlibi;
   if (p.sinks.defined()) used |= kVariantSinks;
   if (p.varlen()) used |= kVariantVarlen;
+  if (p.kv_cache()) used |= kVariantKvCache;
+  if (p.paged_kv()) used |= kVariantPagedKv;
   return used;
 }
 
@@ -57,7 +61,9 @@ Status check_supported(const Backend& b, const ForwardParams& p) {
                        : (missing & kVariantSoftcap) ? "softcap"
                        : (missing & kVariantAlibi)   ? "ALiBi slopes (alibi_slopes)"
                        : (missing & kVariantSinks)   ? "attention sinks (sinks)"
-                                                     : "variable length (cu_seqlens_q / cu_seqlens_k)";
+                       : (missing & kVariantVarlen)  ? "variable length (cu_seqlens_q / cu_seqlens_k)"
+                       : (missing & kVariantKvCache) ? "a KV cache (k_cache / v_cache)"
+                                                     : "a paged KV cache (block_table)";
     return Status(StatusCode::kUnsupported,
                   "backend \"" + std::string(b.name()) + "\" does not implement " + what);
   }

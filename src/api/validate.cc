@@ -235,9 +235,206 @@ Status check_varlen_values(const ForwardParams& p, std::int64_t batch) {
   return Status::Ok();
 }
 
+// The KV cache's own fields (ForwardParams::k_cache); q, out, lse, the scalars and the other side
+// inputs are then checked by validate() itself on the problem with the cache in k's place.
+Status validate_kv_cache_fields(const ForwardParams& p) {
+  if (p.varlen() || p.seqused_k.defined()) {
+    return fail(StatusCode::kInvalidArgument,
+                "k_cache is given with cu_seqlens / seqused_k: the KV cache takes dense q "
+                "(batch, seqlen_q, heads, head_dim) and cache_seqlens gives each sequence's keys");
+  }
+  if (!p.v_cache.defined()) {
+    return fail(StatusCode::kInvalidArgument, "k_cache is given without v_cache");
+  }
+  if (!p.cache_seqlens.defined()) {
+    return fail(StatusCode::kInvalidArgument,
+                "k_cache is given without cache_seqlens (int32 (batch): the keys in the cache)");
+  }
+  if (p.k.defined() != p.v.defined()) {
+    return fail(StatusCode::kInvalidArgument,
+                std::string(p.k.defined() ? "k" : "v") + " (new tokens) is given without " +
+                    (p.k.defined() ? "v" : "k") + ": append both or neither");
+  }
+  const bool paged = p.block_table.defined();
+  const bool has_new = p.k.defined();
+  const char* cache_layout = paged ? "(num_pages, page_size, kv_heads, head_dim)"
+                                   : "(batch, cache_len, kv_heads, head_dim)";
+  FA_RETURN_IF_ERROR(check_rank(p.q, "q", 4, "(batch, seqlen_q, heads, head_dim)"));
+  FA_RETURN_IF_ERROR(check_rank(p.k_cache, "k_cache", 4, cache_layout));
+  FA_RETURN_IF_ERROR(check_rank(p.v_cache, "v_cache", 4, cache_layout));
+  if (has_new) {
+    FA_RETURN_IF_ERROR(check_rank(p.k, "k", 4, "(batch, seqlen_new, kv_heads, head_dim)"));
+    FA_RETURN_IF_ERROR(check_rank(p.v, "v", 4, "(batch, seqlen_new, kv_heads, head_dim)"));
+  }
+  for (auto [t, name] : {std::pair{&p.k_cache, "k_cache"}, std::pair{&p.v_cache, "v_cache"},
+                         std::pair{&p.k, "k"}, std::pair{&p.v, "v"}}) {
+    if (t->defined() && t->dtype != p.q.dtype) {
+      return fail(StatusCode::kInvalidDtype, std::string(name) + ".dtype = " +
+                                                 std::string(dtype_name(t->dtype)) +
+                                                 " must equal q.dtype = " +
+                                                 std::string(dtype_name(p.q.dtype)));
+    }
+  }
+  static const char* kCacheDims[] = {"batch", "cache_len", "kv_heads", "head_dim"};
+  static const char* kPagedDims[] = {"num_pages", "page_size", "kv_heads", "head_dim"};
+  for (int d = 0; d < 4; ++d) {
+    FA_RETURN_IF_ERROR(check_same_dim(p.v_cache, "v_cache", d, p.k_cache, "k_cache", d,
+                                      paged ? kPagedDims[d] : kCacheDims[d]));
+  }
+  FA_RETURN_IF_ERROR(check_same_dim(p.k_cache, "k_cache", 3, p.q, "q", 3, "head_dim"));
+  if (!paged) FA_RETURN_IF_ERROR(check_same_dim(p.k_cache, "k_cache", 0, p.q, "q", 0, "batch"));
+  const std::int64_t batch = p.q.shape[0], heads = p.q.shape[2], kv_heads = p.k_cache.shape[2];
+  if (kv_heads == 0 && heads > 0) {
+    return fail(StatusCode::kInvalidShape, "k_cache.shape[2] (kv heads) = 0, expected >= 1 when "
+                                           "q.shape[2] (heads) = " + std::to_string(heads));
+  }
+  if (kv_heads > 0 && heads % kv_heads != 0) {
+    return fail(StatusCode::kInvalidShape, "k_cache.shape[2] (kv heads) = " +
+                                               std::to_string(kv_heads) +
+                                               " must divide q.shape[2] (heads) = " +
+                                               std::to_string(heads));
+  }
+  if (has_new) {
+    static const char* kNewDims[] = {"batch", "seqlen_new", "kv_heads", "head_dim"};
+    FA_RETURN_IF_ERROR(check_same_dim(p.k, "k", 0, p.q, "q", 0, "batch"));
+    FA_RETURN_IF_ERROR(check_same_dim(p.k, "k", 2, p.k_cache, "k_cache", 2, "kv_heads"));
+    FA_RETURN_IF_ERROR(check_same_dim(p.k, "k", 3, p.k_cache, "k_cache", 3, "head_dim"));
+    for (int d = 0; d < 4; ++d) {
+      FA_RETURN_IF_ERROR(check_same_dim(p.v, "v", d, p.k, "k", d, kNewDims[d]));
+    }
+  }
+  const std::int64_t page_size = p.k_cache.shape[1];
+  if (paged && (page_size < 16 || page_size > 256 || page_size % 16 != 0)) {
+    return fail(StatusCode::kInvalidArgument,
+                "page_size (k_cache.shape[1]) = " + std::to_string(page_size) +
+                    ", expected a multiple of 16 from 16 to 256");
+  }
+  // Strides and pointers (the caches are written when new tokens come: distinct addresses).
+  for (auto [t, name] : {std::pair{&p.k_cache, "k_cache"}, std::pair{&p.v_cache, "v_cache"},
+                         std::pair{&p.k, "k"}, std::pair{&p.v, "v"}}) {
+    if (!t->defined()) continue;
+    FA_RETURN_IF_ERROR(check_strides(*t, name, kRequiredAlignmentBytes));
+    FA_RETURN_IF_ERROR(check_pointer(*t, name, kRequiredAlignmentBytes));
+  }
+  if (has_new) {
+    FA_RETURN_IF_ERROR(check_no_zero_stride(p.k_cache, "k_cache"));
+    FA_RETURN_IF_ERROR(check_no_zero_stride(p.v_cache, "v_cache"));
+  }
+  for (auto [t, name] : {std::pair{&p.k_cache, "k_cache"}, std::pair{&p.v_cache, "v_cache"},
+                         std::pair{&p.k, "k"}, std::pair{&p.v, "v"}}) {
+    if (t->defined() && t->device != p.q.device) {
+      return fail(StatusCode::kInvalidDevice, std::string(name) + ".device = " +
+                                                  device_name(t->device) +
+                                                  " must equal q.device = " +
+                                                  device_name(p.q.device));
+    }
+  }
+  FA_RETURN_IF_ERROR(check_side_tensor(p.cache_seqlens, "cache_seqlens", DType::kInt32, {batch},
+                                       "(batch)", p.q.device));
+  if (paged) {
+    if (p.block_table.rank != 2) {
+      return fail(StatusCode::kInvalidRank, "block_table.rank = " +
+                                                std::to_string(p.block_table.rank) +
+                                                ", expected 2 (batch, max_pages_per_seq)");
+    }
+    FA_RETURN_IF_ERROR(check_side_tensor(p.block_table, "block_table", DType::kInt32,
+                                         {batch, p.block_table.shape[1]},
+                                         "(batch, max_pages_per_seq)", p.q.device));
+  }
+  for (auto [t, name] : {std::pair{&p.k_cache, "k_cache"}, std::pair{&p.v_cache, "v_cache"},
+                         std::pair{&p.k, "k"}, std::pair{&p.v, "v"},
+                         std::pair{&p.cache_seqlens, "cache_seqlens"},
+                         std::pair{&p.block_table, "block_table"}}) {
+    if (t->defined() && t->numel() > 0) {
+      FA_RETURN_IF_ERROR(cuda::check_pointer_device(t->data, t->device, name));
+    }
+  }
+  // The values, on the host only (reading device memory would synchronize).
+  const std::int64_t seqlen_new = has_new ? p.k.shape[1] : 0;
+  const std::int64_t max_pages = paged ? p.block_table.shape[1] : 0;
+  const std::int64_t capacity = paged ? max_pages * page_size : page_size;
+  const std::string capacity_text =
+      paged ? "the capacity max_pages_per_seq * page_size = " + std::to_string(max_pages) +
+                  " * " + std::to_string(page_size) + " = " + std::to_string(capacity)
+            : "the capacity k_cache.shape[1] (cache_len) = " + std::to_string(capacity);
+  if (p.q.device.type == DeviceType::kCPU) {
+    const auto* lens = static_cast<const std::int32_t*>(p.cache_seqlens.data);
+    const auto* table = static_cast<const std::int32_t*>(p.block_table.data);
+    const std::int64_t num_pages = p.k_cache.shape[0];
+    for (std::int64_t b = 0; b < batch; ++b) {
+      if (lens[b] < 0) {
+        return fail(StatusCode::kInvalidArgument, "cache_seqlens[" + std::to_string(b) + "] = " +
+                                                      std::to_string(lens[b]) + ", expected >= 0");
+      }
+      const std::int64_t keys = static_cast<std::int64_t>(lens[b]) + seqlen_new;
+      if (keys > capacity) {
+        return fail(StatusCode::kInvalidArgument,
+                    "cache_seqlens[" + std::to_string(b) + "] + seqlen_new = " +
+                        std::to_string(lens[b]) + " + " + std::to_string(seqlen_new) +
+                        " is past " + capacity_text);
+      }
+      if (paged) {
+        for (std::int64_t n = 0; n < (keys + page_size - 1) / page_size; ++n) {
+          const std::int32_t page = table[b * max_pages + n];
+          if (page < 0 || page >= num_pages) {
+            return fail(StatusCode::kInvalidArgument,
+                        "block_table[" + std::to_string(b) + ", " + std::to_string(n) + "] = " +
+                            std::to_string(page) + ", expected a page index from 0 to " +
+                            std::to_string(num_pages - 1) + " (k_cache.shape[0] (num_pages) = " +
+                            std::to_string(num_pages) + ")");
+          }
+        }
+      }
+    }
+  }
+  // The caches are written (new tokens) and read: no overlap with q, the outputs, the new tokens
+  // or the index tensors, nor with each other.
+  const std::pair<const TensorView*, const char*> others[] = {
+      {&p.q, "q"}, {&p.out, "out"}, {&p.lse, "lse"}, {&p.k, "k"}, {&p.v, "v"},
+      {&p.cache_seqlens, "cache_seqlens"}, {&p.block_table, "block_table"},
+      {&p.alibi_slopes, "alibi_slopes"}, {&p.sinks, "sinks"}};
+  for (auto [c, cname] : {std::pair{&p.k_cache, "k_cache"}, std::pair{&p.v_cache, "v_cache"}}) {
+    for (auto [t, name] : others) {
+      if (overlaps(*c, *t)) {
+        return fail(StatusCode::kAliasing,
+                    std::string(cname) + " overlaps " + name + ": the cache must not alias " +
+                        "another argument");
+      }
+    }
+  }
+  if (overlaps(p.k_cache, p.v_cache)) {
+    return fail(StatusCode::kAliasing, "k_cache overlaps v_cache");
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 Status validate(const ForwardParams& p) {
+  if (p.kv_cache()) {
+    FA_RETURN_IF_ERROR(validate_kv_cache_fields(p));
+    // The rest as for a dense problem whose keys are the cache: a contiguous cache stands in for
+    // k and v as it is; a paged one as an empty (batch, 0, kv_heads, head_dim) view (its pages
+    // have been checked above).
+    ForwardParams dense = p;
+    dense.k_cache = dense.v_cache = dense.cache_seqlens = dense.block_table = TensorView();
+    if (p.block_table.defined()) {
+      dense.k = TensorView::contiguous(nullptr, p.q.dtype, p.q.device,
+                                       {p.q.shape[0], 0, p.k_cache.shape[2], p.k_cache.shape[3]});
+      dense.v = dense.k;
+    } else {
+      dense.k = p.k_cache;
+      dense.v = p.v_cache;
+    }
+    return validate(dense);
+  }
+  if (p.cache_seqlens.defined() || p.block_table.defined() || p.v_cache.defined()) {
+    return fail(StatusCode::kInvalidArgument,
+                std::string(p.v_cache.defined()        ? "v_cache"
+                            : p.cache_seqlens.defined() ? "cache_seqlens"
+                                                        : "block_table") +
+                    " is given without k_cache");
+  }
   const bool has_lse = p.lse.defined();
   const bool varlen = p.varlen();
   if (p.cu_seqlens_q.defined() != p.cu_seqlens_k.defined()) {

@@ -40,6 +40,21 @@ AttentionArgs make_attention_args(const ForwardParams& p) {
   a.cu_seqlens_q = static_cast<const std::int32_t*>(p.cu_seqlens_q.data);
   a.cu_seqlens_k = static_cast<const std::int32_t*>(p.cu_seqlens_k.data);
   a.seqused_k = static_cast<const std::int32_t*>(p.seqused_k.data);
+  if (p.kv_cache()) {
+    a.k = p.k_cache.data;
+    a.v = p.v_cache.data;
+    for (int i = 0; i < 3; ++i) {
+      a.k_stride[i] = p.k_cache.stride[i];
+      a.v_stride[i] = p.v_cache.stride[i];
+    }
+    a.cache_seqlens = static_cast<const std::int32_t*>(p.cache_seqlens.data);
+    a.seqlen_new = p.seqlen_new();
+    if (p.paged_kv()) {
+      a.block_table = static_cast<const std::int32_t*>(p.block_table.data);
+      a.block_table_stride = p.block_table.shape[1];
+      a.page_size = p.k_cache.shape[1];
+    }
+  }
   return a;
 }
 

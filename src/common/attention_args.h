@@ -46,6 +46,23 @@ struct AttentionArgs {
   const std::int32_t* cu_seqlens_q;         // null: dense
   const std::int32_t* cu_seqlens_k;
   const std::int32_t* seqused_k;            // null: every key of the sequence
+  // KV cache (ForwardParams::k_cache): k, v and k_stride / v_stride are the cache's; sequence b
+  // has cache_seqlens[b] + seqlen_new keys; seqlen_k is the capacity.
+  const std::int32_t* cache_seqlens;        // null: no KV cache
+  std::int64_t seqlen_new;                  // new tokens appended (0 without)
+  const std::int32_t* block_table;          // null: contiguous cache
+  std::int64_t block_table_stride, page_size;
+
+  // Element offset of key j of sequence b (row k_row0 + j of k/v), head h, d = 0: dense, packed
+  // or through the block table.
+  FA_HOST_DEVICE std::int64_t kv_offset(const std::int64_t* stride, std::int64_t b,
+                                        std::int64_t key, std::int64_t h) const {
+    if (block_table != nullptr) {
+      const std::int64_t page = block_table[b * block_table_stride + key / page_size];
+      return page * stride[0] + (key % page_size) * stride[1] + h * stride[2];
+    }
+    return b * stride[0] + key * stride[1] + h * stride[2];
+  }
 
   FA_HOST_DEVICE bool varlen() const { return cu_seqlens_q != nullptr; }
 
@@ -54,7 +71,7 @@ struct AttentionArgs {
     SeqInfo s;
     if (cu_seqlens_q == nullptr) {
       s.seqlen_q = seqlen_q;
-      s.seqlen_k = seqlen_k;
+      s.seqlen_k = cache_seqlens != nullptr ? cache_seqlens[b] + seqlen_new : seqlen_k;
       return s;
     }
     s.q_row0 = cu_seqlens_q[b];

@@ -66,8 +66,8 @@ Status naive_attention(const AttentionArgs& a, Sink sink, const RowPicks* picks 
       const std::int64_t key = seq.k_row0 + j;
       for (std::int64_t d = 0; d < head_dim; ++d) {
         const std::int64_t at = j * head_dim + d;
-        k_mat[at] = load_as_float(a.k, a.dtype, offset(a.k_stride, b, key, kv_h, d));
-        v_mat[at] = load_as_float(a.v, a.dtype, offset(a.v_stride, b, key, kv_h, d));
+        k_mat[at] = load_as_float(a.k, a.dtype, a.kv_offset(a.k_stride, b, key, kv_h) + d);
+        v_mat[at] = load_as_float(a.v, a.dtype, a.kv_offset(a.v_stride, b, key, kv_h) + d);
       }
     }
     std::vector<Acc> q_row(static_cast<std::size_t>(head_dim));
@@ -126,6 +126,26 @@ Status require_host(const ForwardParams& p) {
   return Status::Ok();
 }
 
+// KV cache: writes the new tokens k, v (batch, seqlen_new, kv_heads, head_dim) into the cache at
+// rows cache_seqlens[b] .. + seqlen_new of sequence b (same dtype: an exact copy).
+void append_to_cache(const ForwardParams& p, const AttentionArgs& a) {
+  for (std::int64_t b = 0; b < a.batch; ++b) {
+    for (std::int64_t t = 0; t < a.seqlen_new; ++t) {
+      const std::int64_t key = a.cache_seqlens[b] + t;
+      for (std::int64_t h = 0; h < a.kv_heads; ++h) {
+        const std::int64_t dst_k = a.kv_offset(a.k_stride, b, key, h);
+        const std::int64_t dst_v = a.kv_offset(a.v_stride, b, key, h);
+        for (std::int64_t d = 0; d < a.head_dim; ++d) {
+          store_from_float(p.k_cache.data, a.dtype, dst_k + d,
+                           load_as_float(p.k.data, a.dtype, offset4(p.k, b, t, h, d)));
+          store_from_float(p.v_cache.data, a.dtype, dst_v + d,
+                           load_as_float(p.v.data, a.dtype, offset4(p.v, b, t, h, d)));
+        }
+      }
+    }
+  }
+}
+
 }  // namespace
 
 template <typename Acc>
@@ -133,6 +153,7 @@ Status naive_forward(const ForwardParams& p) {
   Status st = require_host(p);
   if (!st.ok()) return st;
   const AttentionArgs a = make_attention_args(p);
+  if (a.cache_seqlens != nullptr && a.seqlen_new > 0) append_to_cache(p, a);
   return naive_attention<Acc>(a, [&](std::int64_t b, std::int64_t row, std::int64_t h,
                                      const Acc* o_row, Acc lse, std::int64_t /*slot*/) {
     for (std::int64_t d = 0; d < a.head_dim; ++d) {
@@ -217,7 +238,7 @@ class CpuReferenceBackend final : public Backend {
     std::int64_t threads = 0;
     return cpu::thread_count(&threads);
   }
-  unsigned variants() const override { return kAllVariants; }
+  unsigned variants() const override { return kAllVariants | kVariantKvCache | kVariantPagedKv; }
   Status supports(const ForwardParams& /*params*/) const override { return Status::Ok(); }
   Status run(const ForwardParams& params, StreamHandle /*stream*/) const override {
     return cpu::naive_forward<double>(params);
