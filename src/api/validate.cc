@@ -402,6 +402,14 @@ Status validate_kv_cache_fields(const ForwardParams& p) {
       }
     }
   }
+  for (auto [o, oname] : {std::pair{&p.out, "out"}, std::pair{&p.lse, "lse"}}) {
+    for (auto [t, name] : {std::pair{&p.k, "k"}, std::pair{&p.v, "v"}}) {
+      if (overlaps(*o, *t)) {
+        return fail(StatusCode::kAliasing,
+                    std::string(oname) + " overlaps " + name + ": outputs must not alias inputs");
+      }
+    }
+  }
   if (overlaps(p.k_cache, p.v_cache)) {
     return fail(StatusCode::kAliasing, "k_cache overlaps v_cache");
   }

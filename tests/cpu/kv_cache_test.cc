@@ -245,5 +245,74 @@ TEST(KvCache, AppendFillsTheCacheToCapacity) {
   expect_same(run_cache(c, false), run_cache(c, true));
 }
 
+// A valid paged problem (batch 2, 4 pages of 16 per sequence, 9 pages), broken one field at a time.
+struct Bad {
+  Floats q{2 * 1 * 4 * 32}, out{2 * 1 * 4 * 32}, lse{2 * 4}, kc{9 * 16 * 2 * 32},
+      vc{9 * 16 * 2 * 32}, kn{2 * 2 * 2 * 32}, vn{2 * 2 * 2 * 32};
+  std::vector<std::int32_t> lens = {10, 60}, table = {0, 1, 2, 3, 4, 5, 6, 7};
+  ForwardParams p;
+  Bad() {
+    p.q = view4(q.data(), 2, 1, 4, 32);
+    p.out = view4(out.data(), 2, 1, 4, 32);
+    p.lse = TensorView::contiguous(lse.data(), DType::kFP32, Device::cpu(), {2, 4, 1});
+    p.k_cache = view4(kc.data(), 9, 16, 2, 32);
+    p.v_cache = view4(vc.data(), 9, 16, 2, 32);
+    p.k = view4(kn.data(), 2, 2, 2, 32);
+    p.v = view4(vn.data(), 2, 2, 2, 32);
+    p.cache_seqlens = TensorView::contiguous(lens.data(), DType::kInt32, Device::cpu(), {2});
+    p.block_table = TensorView::contiguous(table.data(), DType::kInt32, Device::cpu(), {2, 4});
+  }
+  void expect(StatusCode code, const std::string& words) {
+    const std::vector<float> k0 = kc.copy(), o0 = out.copy();
+    const Status st = forward(p, "cpu-reference");
+    EXPECT_EQ(st.code(), code) << st.to_string();
+    EXPECT_NE(st.message().find(words), std::string::npos) << st.message();
+    EXPECT_TRUE(kc.copy() == k0) << "cache written despite the error";
+    EXPECT_TRUE(out.copy() == o0) << "out written despite the error";
+  }
+};
+
+TEST(KvCacheBadInput, ValidIsAccepted) {
+  Bad b;
+  EXPECT_TRUE(validate(b.p).ok()) << validate(b.p).to_string();
+}
+
+TEST(KvCacheBadInput, EachField) {
+  { Bad b; b.p.cache_seqlens = TensorView(); b.expect(StatusCode::kInvalidArgument, "without cache_seqlens"); }
+  { Bad b; b.p.v_cache = TensorView(); b.expect(StatusCode::kInvalidArgument, "without v_cache"); }
+  { Bad b; b.p.v = TensorView(); b.expect(StatusCode::kInvalidArgument, "k (new tokens) is given without v"); }
+  { Bad b; b.p.k_cache.dtype = DType::kBF16; b.expect(StatusCode::kInvalidDtype, "k_cache.dtype = bf16 must equal q.dtype = fp32"); }
+  { Bad b; b.p.v.dtype = DType::kFP16; b.expect(StatusCode::kInvalidDtype, "v.dtype = fp16"); }
+  { Bad b; b.p.v_cache.shape[0] = 8; b.expect(StatusCode::kInvalidShape, "v_cache.shape[0] (num_pages) = 8"); }
+  { Bad b; b.p.k.shape[2] = 1; b.p.v.shape[2] = 1; b.expect(StatusCode::kInvalidShape, "k.shape[2] (kv_heads) = 1"); }
+  { Bad b; b.p.k_cache.shape[1] = 8; b.p.v_cache.shape[1] = 8; b.expect(StatusCode::kInvalidArgument, "page_size (k_cache.shape[1]) = 8"); }
+  { Bad b; b.lens[1] = -1; b.expect(StatusCode::kInvalidArgument, "cache_seqlens[1] = -1"); }
+  { Bad b; b.lens[1] = 63; b.expect(StatusCode::kInvalidArgument, "cache_seqlens[1] + seqlen_new = 63 + 2 is past the capacity max_pages_per_seq * page_size = 4 * 16 = 64"); }
+  { Bad b; b.table[0] = 9; b.expect(StatusCode::kInvalidArgument, "block_table[0, 0] = 9, expected a page index from 0 to 8"); }
+  { Bad b; b.table[7] = -3; b.expect(StatusCode::kInvalidArgument, "block_table[1, 3] = -3"); }
+  { Bad b; b.p.block_table.dtype = DType::kFP32; b.expect(StatusCode::kInvalidDtype, "block_table.dtype = fp32"); }
+  { Bad b; b.p.cache_seqlens.shape[0] = 3; b.expect(StatusCode::kInvalidShape, "cache_seqlens.shape[0] = 3"); }
+  { Bad b; b.p.cu_seqlens_q = b.p.cache_seqlens; b.expect(StatusCode::kInvalidArgument, "k_cache is given with cu_seqlens"); }
+  { Bad b; b.p.k_cache.stride[3] = 2; b.expect(StatusCode::kInvalidStride, "k_cache.stride[3] = 2"); }
+  { Bad b; b.p.v_cache.device = Device::cuda(0); b.expect(StatusCode::kInvalidDevice, "v_cache.device = cuda:0"); }
+  { Bad b; b.p.v_cache.data = b.kc.data(); b.expect(StatusCode::kAliasing, "k_cache overlaps v_cache"); }
+  { Bad b; b.p.out.data = b.kn.data(); b.p.out.shape[0] = 1; b.p.q.shape[0] = 1; b.p.lse = TensorView(); b.lens.resize(1);
+    b.p.cache_seqlens.shape[0] = 1; b.p.block_table.shape[0] = 1; b.p.k.shape[0] = b.p.v.shape[0] = 1;
+    b.expect(StatusCode::kAliasing, "out overlaps k"); }
+  { Bad b; b.p.k_cache = TensorView(); b.expect(StatusCode::kInvalidArgument, "v_cache is given without k_cache"); }
+  { Bad b; b.p.q.shape[3] = 64; b.p.out.shape[3] = 64; b.expect(StatusCode::kInvalidShape, "k_cache.shape[3] (head_dim) = 32"); }
+}
+
+TEST(KvCacheBadInput, OtherBackendsRefuseByName) {
+  Bad b;
+  const Status flash = forward(b.p, "cpu-flash");
+  EXPECT_EQ(flash.code(), StatusCode::kUnsupported);
+  EXPECT_NE(flash.message().find("backend \"cpu-flash\" does not implement a KV cache (k_cache / v_cache)"),
+            std::string::npos) << flash.message();
+  const Status autos = forward(b.p, "auto");
+  EXPECT_FALSE(autos.ok());
+  EXPECT_NE(autos.message().find("does not implement a KV cache"), std::string::npos) << autos.message();
+}
+
 }  // namespace
 }  // namespace flashattn
