@@ -1,4 +1,4 @@
-// GPU backends ("naive", "flash", "flash-sm80") against the references, through the verifier (docs/testing.md).
+// GPU backends ("naive", "flash", "flash-sm80", "flash-sm90") against the references, through the verifier (docs/testing.md).
 // Every test reports skipped, not passed, on a machine without a CUDA device.
 #include <gtest/gtest.h>
 
@@ -76,12 +76,14 @@ std::vector<GpuCase> grid(bool full) {
       {339, 339}, {1023, 1023}, {1025, 1025}, {113, 203}, {203, 113},   {1, 4097},
       {4097, 1},  {1023, 1024}, {1024, 1023}, {17, 1},    {4097, 4097}};
   std::vector<GpuCase> cases;
-  for (const std::string backend : {"naive", "flash", "flash-sm80"}) {
-    // The tensor-core kernel takes bf16 / fp16 and its own head dims only.
-    const bool sm80 = backend == "flash-sm80";
+  for (const std::string backend : {"naive", "flash", "flash-sm80", "flash-sm90"}) {
+    // The tensor-core kernels take bf16 / fp16 and their own head dims only.
+    // (flash-sm90 has no d256 yet: cuda/sm90/flash_sm90.h.)
+    const bool sm80 = backend == "flash-sm80" || backend == "flash-sm90";
     const std::vector<std::int64_t> head_dims =
-        sm80 ? std::vector<std::int64_t>{64, 96, 128, 192, 256}
-             : std::vector<std::int64_t>{8, 32, 64, 72, 96, 128, 160, 256};
+        backend == "flash-sm90" ? std::vector<std::int64_t>{64, 96, 128, 192}
+        : sm80                  ? std::vector<std::int64_t>{64, 96, 128, 192, 256}
+                                : std::vector<std::int64_t>{8, 32, 64, 72, 96, 128, 160, 256};
     const std::vector<DType> dtypes =
         sm80 ? std::vector<DType>{DType::kBF16, DType::kFP16}
              : std::vector<DType>{DType::kBF16, DType::kFP16, DType::kFP32};
@@ -133,6 +135,7 @@ class GpuGridTest : public ::testing::TestWithParam<GpuCase> {};
 TEST_P(GpuGridTest, MatchesReference) {
   FA_SKIP_WITHOUT_CUDA();
   const GpuCase& c = GetParam();
+  FA_SKIP_UNLESS_BACKEND_USABLE(c.backend);
   VerifyOptions opt;
   opt.backend = c.backend;
   opt.device = Device::cuda(0);
@@ -192,6 +195,7 @@ class GpuBackendTest : public ::testing::TestWithParam<const char*> {};
 // Determinism: the forward pass is bit-identical when run twice.
 TEST_P(GpuBackendTest, BitIdenticalRerun) {
   FA_SKIP_WITHOUT_CUDA();
+  FA_SKIP_UNLESS_BACKEND_USABLE(std::string(GetParam()));
   for (bool causal : {false, true}) {
     GpuProblem p;
     make_problem(shape(2, 8, 2, 1023, 1025, 128, DType::kBF16, causal), testing::base_seed(), &p);
@@ -213,6 +217,7 @@ TEST_P(GpuBackendTest, BitIdenticalRerun) {
 // batch * heads above 65535: no grid-dimension limit.
 TEST_P(GpuBackendTest, ManyHeadsBeyondGridLimit) {
   FA_SKIP_WITHOUT_CUDA();
+  FA_SKIP_UNLESS_BACKEND_USABLE(std::string(GetParam()));
   VerifyOptions opt;
   opt.backend = GetParam();
   opt.device = Device::cuda(0);
@@ -235,6 +240,7 @@ void zero_strides_of_empty(ForwardParams* p) {
 // heads = 0: nothing to write, ok. The empty tensors carry zero strides.
 TEST_P(GpuBackendTest, EmptySequences) {
   FA_SKIP_WITHOUT_CUDA();
+  FA_SKIP_UNLESS_BACKEND_USABLE(std::string(GetParam()));
   GpuProblem p;
   make_problem(shape(2, 4, 2, 37, 0, 64, DType::kFP16, false), testing::base_seed(), &p);
   zero_strides_of_empty(&p.params);
@@ -259,7 +265,8 @@ TEST_P(GpuBackendTest, EmptySequences) {
   EXPECT_TRUE(st.ok()) << st.to_string();
 }
 
-INSTANTIATE_TEST_SUITE_P(Backends, GpuBackendTest, ::testing::Values("naive", "flash", "flash-sm80"),
+INSTANTIATE_TEST_SUITE_P(Backends, GpuBackendTest,
+                         ::testing::Values("naive", "flash", "flash-sm80", "flash-sm90"),
                          backend_param_name);
 
 // Tensors past 2^31 elements: 64-bit offsets. q, k, v, out have 2^31 + 2^24 elements each
@@ -269,6 +276,7 @@ class GpuLargeTest : public ::testing::TestWithParam<const char*> {};
 
 TEST_P(GpuLargeTest, Beyond2To31Elements) {
   FA_SKIP_WITHOUT_CUDA();
+  FA_SKIP_UNLESS_BACKEND_USABLE(std::string(GetParam()));
   const ProblemShape s = shape(16385, 64, 16, 16, 16, 128, DType::kBF16, false);
   GpuProblem p;
   make_problem(s, testing::base_seed(), &p);
@@ -326,15 +334,23 @@ TEST_P(GpuLargeTest, Beyond2To31Elements) {
   EXPECT_TRUE(report.passed) << report.to_string();
 }
 
-INSTANTIATE_TEST_SUITE_P(Flash, GpuLargeTest, ::testing::Values("flash", "flash-sm80"),
+INSTANTIATE_TEST_SUITE_P(Flash, GpuLargeTest, ::testing::Values("flash", "flash-sm80", "flash-sm90"),
                          backend_param_name);
 
-// "auto" takes the tensor-core kernel where it applies and the CUDA-core kernel elsewhere;
-// flash-sm80 says exactly what it does not cover.
+// "auto" takes the tensor-core kernel where it applies (flash-sm90 where it is usable, i.e. on
+// compute capability 9.0 with sm_90a code built, else flash-sm80) and the CUDA-core kernel
+// elsewhere; the tensor-core kernels say exactly what they do not cover.
 TEST(GpuAutoTest, PicksTensorCoreKernelWhereItApplies) {
   FA_SKIP_WITHOUT_CUDA();
+  std::string why;
+  bool must_run = false;
+  const bool sm90 = testing::backend_usable_here("flash-sm90", &why, &must_run);
+  if (!sm90 && must_run) ADD_FAILURE() << "flash-sm90 must be usable here: " << why;
+  const char* tensor_core = sm90 ? "flash-sm90" : "flash-sm80";
   struct Want { std::int64_t d; DType dtype; const char* backend; };
-  for (const Want& w : {Want{128, DType::kBF16, "flash-sm80"}, Want{64, DType::kFP16, "flash-sm80"},
+  for (const Want& w : {Want{128, DType::kBF16, tensor_core}, Want{64, DType::kFP16, tensor_core},
+                        Want{192, DType::kFP16, tensor_core},
+                        // flash-sm90 has no d256 yet (cuda/sm90/flash_sm90.h)
                         Want{256, DType::kBF16, "flash-sm80"}, Want{72, DType::kBF16, "flash"},
                         Want{128, DType::kFP32, "flash"}}) {
     GpuProblem p;
@@ -343,14 +359,17 @@ TEST(GpuAutoTest, PicksTensorCoreKernelWhereItApplies) {
     ASSERT_TRUE(resolve_backend(p.params, "auto", &name).ok());
     EXPECT_EQ(name, w.backend) << "d" << w.d << " " << dtype_name(w.dtype);
     if (name == "flash") {
-      const Status st = forward(p.params, "flash-sm80");
-      EXPECT_EQ(st.code(), StatusCode::kUnsupported) << st.to_string();
-      EXPECT_NE(st.message().find(w.dtype == DType::kFP32 ? "fp32" : "q.shape[3] = 72"),
-                std::string::npos)
-          << st.message();
-      std::vector<float> o;
-      ASSERT_TRUE(p.out.to_host_float(&o).ok());
-      for (float x : o) ASSERT_TRUE(std::isnan(x)) << "flash-sm80 wrote an unsupported problem";
+      for (const char* tc : {"flash-sm80", "flash-sm90"}) {
+        if (std::string(tc) == "flash-sm90" && !sm90) continue;
+        const Status st = forward(p.params, tc);
+        EXPECT_EQ(st.code(), StatusCode::kUnsupported) << tc << ": " << st.to_string();
+        EXPECT_NE(st.message().find(w.dtype == DType::kFP32 ? "fp32" : "q.shape[3] = 72"),
+                  std::string::npos)
+            << st.message();
+        std::vector<float> o;
+        ASSERT_TRUE(p.out.to_host_float(&o).ok());
+        for (float x : o) ASSERT_TRUE(std::isnan(x)) << tc << " wrote an unsupported problem";
+      }
     }
   }
 }
@@ -374,15 +393,20 @@ TEST(GpuNaiveTest, OutOfMemoryIsMeasuredAndReported) {
 }
 
 // usable() is answered per device: each GPU backend is usable on every device that exists here
-// and refuses, naming it, one past the last.
+// (flash-sm90: where backend_usable_here says it must run) and refuses, naming it, one past the
+// last.
 TEST(GpuBackendUsable, AnsweredPerDevice) {
   FA_SKIP_WITHOUT_CUDA();
   const int n = cuda::device_count();
-  for (const char* name : {"naive", "flash", "flash-sm80"}) {
+  for (const char* name : {"naive", "flash", "flash-sm80", "flash-sm90"}) {
     SCOPED_TRACE(name);
     const Backend* b = find_backend(name);
     ASSERT_NE(b, nullptr);
-    for (int d = 0; d < n; ++d) EXPECT_TRUE(b->usable(Device::cuda(d)).ok()) << d;
+    std::string why;
+    bool must_run = false;
+    const bool usable = testing::backend_usable_here(name, &why, &must_run);
+    EXPECT_TRUE(usable || !must_run) << why;
+    for (int d = 0; d < n && usable; ++d) EXPECT_TRUE(b->usable(Device::cuda(d)).ok()) << d;
     const Status st = b->usable(Device::cuda(n));
     EXPECT_EQ(st.code(), StatusCode::kBackendUnavailable);
     EXPECT_NE(st.message().find("cuda:" + std::to_string(n) + " does not exist"),

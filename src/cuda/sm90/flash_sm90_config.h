@@ -40,6 +40,10 @@ struct Sm90Config {
   static constexpr int kNTiles = kBlockN / 8;    // n8 column slabs of S per warp
   static constexpr int kDTiles = kHeadDimPad / 8;
   static constexpr int kChunks = kHeadDim / 8;   // 16-byte chunks of an output row
+  // O += P V as kPvSplits products of kPvN columns: one m64n256 accumulator (d256) made ptxas
+  // serialize the wgmmas and spill (C7512, ~1 KB), two of n128 do not.
+  static constexpr int kPvSplits = kHeadDimPad > 192 ? 2 : 1;
+  static constexpr int kPvN = kHeadDimPad / kPvSplits;
 
   static constexpr int kRowBytes = 128;
   static constexpr int kQBytes = kBlockM * kRowBytes * kColBlocks;
@@ -58,11 +62,12 @@ struct Sm90Config {
   static_assert(kKvTileBytes % 1024 == 0 && kQBytes % 1024 == 0, "tiles keep 1024-alignment");
   static_assert(kSmemBytes <= 227 * 1024, "shared memory per block exceeds 227 KB");
   static_assert(kKvTileBytes < (1 << 20), "mbarrier tx-count limit");
+  static_assert(kPvN % kBlockCols == 0, "each PV product starts on a column block");
 };
 
 // The configuration each head dim runs with (not yet measured). Consumer registers per thread:
-// S = kBlockN / 2 floats, P = kBlockN / 4, O = kHeadDimPad / 2: d128 64 + 32 + 64, d256
-// 32 + 16 + 128, both well under 240.
+// S = kBlockN / 2 floats, P = kBlockN / 4, O = kHeadDimPad / 2: d128 64 + 32 + 64, d192
+// 32 + 16 + 96, under 240.
 template <int kHeadDim>
 struct Sm90ConfigFor;
 //                                                  d    N  stages   smem
@@ -70,6 +75,6 @@ template <> struct Sm90ConfigFor<64>  { using type = Sm90Config<64, 128, 2>; }; 
 template <> struct Sm90ConfigFor<96>  { using type = Sm90Config<96, 128, 2>; };   // 160 KB
 template <> struct Sm90ConfigFor<128> { using type = Sm90Config<128, 128, 2>; };  // 160 KB
 template <> struct Sm90ConfigFor<192> { using type = Sm90Config<192, 64, 2>; };   // 144 KB
-template <> struct Sm90ConfigFor<256> { using type = Sm90Config<256, 64, 2>; };   // 192 KB
+// d256 (Sm90Config<256, 64, 2>, 192 KB) spills at 240 registers: not built (flash_sm90.h).
 
 }  // namespace flashattn::cuda

@@ -222,10 +222,18 @@ __device__ __forceinline__ void consume(const KernelArgs& args, const Smem<Cfg>&
   // The accumulators in wgmma's register order, viewed as the fragment_ops layout: register
   // 4 nt + e of a thread is [0][nt][e] (wgmma_layout.h acc_row / acc_col; checked on the CPU in
   // tests/cuda/sm90_layout_test.cc).
+  // O is kPvSplits accumulators of kPvN columns (d256: two of 128; one m64n256 accumulator
+  // made ptxas serialize the wgmmas and spill ~1 KB, C7512); in memory order they are the
+  // columns left to right, so the Fragment view covers them all.
+  constexpr int kPvN = Cfg::kPvN;
   Fragment<1, kDTiles> o_frag;
-  float(&o)[Cfg::kHeadDimPad / 2] = reinterpret_cast<float(&)[Cfg::kHeadDimPad / 2]>(o_frag);
+  float(&o)[Cfg::kPvSplits][kPvN / 2] =
+      reinterpret_cast<float(&)[Cfg::kPvSplits][kPvN / 2]>(o_frag);
 #pragma unroll
-  for (int i = 0; i < Cfg::kHeadDimPad / 2; ++i) o[i] = 0.0f;
+  for (int h = 0; h < Cfg::kPvSplits; ++h) {
+#pragma unroll
+    for (int i = 0; i < kPvN / 2; ++i) o[h][i] = 0.0f;
+  }
 
   // Q rows of this warpgroup: 64 rows into each 128-row column block, 1024-aligned.
   const std::uint64_t q_desc = ptx::sw128_k_major_desc(sm.q() + wg_row * Cfg::kRowBytes);
@@ -283,19 +291,26 @@ __device__ __forceinline__ void consume(const KernelArgs& args, const Smem<Cfg>&
         zero_v_tail<Cfg>(sm.v(s), static_cast<int>(c.seqlen_k - n0), ct);
       }
     }
-    const std::uint64_t v_desc = ptx::sw128_mn_major_desc(sm.v(s), kBlockN);
 #pragma unroll
     for (int ks = 0; ks < Cfg::kNSteps; ++ks) ptx::fence_operands(p[ks]);
-    ptx::fence_operands(o);
+#pragma unroll
+    for (int h = 0; h < Cfg::kPvSplits; ++h) ptx::fence_operands(o[h]);
     ptx::wgmma_fence();
 #pragma unroll
-    for (int ks = 0; ks < Cfg::kNSteps; ++ks) {
-      ptx::wgmma_rs<T, Cfg::kHeadDimPad, ptx::Major::kMN>(
-          o, p[ks], ptx::desc_advance(v_desc, ptx::sw128_mn_major_step_bytes(ks)), true);
+    for (int h = 0; h < Cfg::kPvSplits; ++h) {
+      // Columns [h kPvN, (h + 1) kPvN) of V start at column block h kPvN / 64.
+      const std::uint64_t v_desc = ptx::sw128_mn_major_desc(
+          sm.v(s) + h * (kPvN / Cfg::kBlockCols) * kBlockN * Cfg::kRowBytes, kBlockN);
+#pragma unroll
+      for (int ks = 0; ks < Cfg::kNSteps; ++ks) {
+        ptx::wgmma_rs<T, kPvN, ptx::Major::kMN>(
+            o[h], p[ks], ptx::desc_advance(v_desc, ptx::sw128_mn_major_step_bytes(ks)), true);
+      }
     }
     ptx::wgmma_commit();
     ptx::wgmma_wait<0>();
-    ptx::fence_operands(o);
+#pragma unroll
+    for (int h = 0; h < Cfg::kPvSplits; ++h) ptx::fence_operands(o[h]);
     ptx::mbarrier_arrive(sm.kv_empty(s));  // this thread is done with K[j] and V[j]
   }
 
