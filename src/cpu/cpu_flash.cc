@@ -16,12 +16,13 @@
 // algorithm bugs (a broken -inf guard, a wrong tile bound, LSE in the wrong log base) on a
 // machine without a GPU.
 //
-// Score units, the choice the GPU kernels copy. Without softcap and ALiBi (dense, window, sinks,
-// varlen) the scores stay raw, S = Q K^T, and c = scale * log2(e): the dense path as it always
-// was, no per-score multiply. Softcap and ALiBi are defined on the scaled score (softcap *
-// tanh(scale S / softcap), then minus slope * distance), so with either the tile is transformed
-// into natural units, S = transform_score(scale * Q K^T), and c = log2(e); the running max is then
-// in natural units too. The softcap path costs a tanh per score, ALiBi a multiply-add.
+// Score units. Without softcap and ALiBi (dense, window, sinks, varlen) the scores stay raw,
+// S = Q K^T, and c = scale * log2(e): the dense path as it always was, no per-score multiply.
+// Softcap and ALiBi are defined on the scaled score (softcap * tanh(scale S / softcap), then
+// minus slope * distance), so with either the tile is transformed into natural units,
+// S = transform_score(scale * Q K^T), and c = log2(e); the running max is then in natural units
+// too. (The GPU kernels instead divide the transforms by scale and stay in raw units with
+// c = scale * log2(e): cuda/attention/score_mod.cuh. Both are the same function up to rounding.)
 //
 // Sinks, at finalize. The sink logit of head h is natural; in the score unit it is
 // sink_u = sinks[h] / scale (raw) or sinks[h] (natural). It joins the softmax as one more score

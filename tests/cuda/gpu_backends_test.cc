@@ -16,6 +16,7 @@
 #include "cuda/common/runtime.h"
 #include "flashattn/flashattn.h"
 #include "test_util.h"
+#include "variant_cases.h"
 #include "verify/compare.h"
 #include "verify/verify.h"
 
@@ -59,14 +60,6 @@ std::string case_name(const GpuCase& c) {
 // For gtest's listing and failure lines.
 void PrintTo(const GpuCase& c, std::ostream* os) { *os << case_name(c); }
 
-ProblemShape shape(std::int64_t b, std::int64_t h, std::int64_t hk, std::int64_t sq,
-                   std::int64_t sk, std::int64_t d, DType dtype, bool causal) {
-  ProblemShape s;
-  s.batch = b; s.heads = h; s.kv_heads = hk; s.seqlen_q = sq; s.seqlen_k = sk; s.head_dim = d;
-  s.dtype = dtype; s.causal = causal;
-  return s;
-}
-
 // The grid of docs/testing.md. Quick tier ("Quick" suites): every 7th cell of the cross product
 // of lengths x head dims x dtypes x causal, plus GQA, layouts and adversarial inputs; the other
 // cells form the "Full" suites, run by FLASHATTN_TEST_TIER=full.
@@ -96,7 +89,7 @@ std::vector<GpuCase> grid(bool full) {
             // Quick tier: rotate dtype / causal / head dim across the length list.
             if ((i % 7 == 0) == full) continue;
             const std::int64_t big = sq * sk > 1 << 22;
-            cases.push_back({backend, shape(big ? 1 : 2, big ? 2 : 4, big ? 1 : 2, sq, sk, d, dt,
+            cases.push_back({backend, testing::dense(big ? 1 : 2, big ? 2 : 4, big ? 1 : 2, sq, sk, d, dt,
                                             causal)});
           }
         }
@@ -105,27 +98,27 @@ std::vector<GpuCase> grid(bool full) {
     if (full) continue;
     // GQA / MQA head mappings, layouts and adversarial inputs, in the quick tier.
     for (DType dt : dtypes) {
-      cases.push_back({backend, shape(2, 6, 2, 113, 203, 64, dt, true)});
-      cases.push_back({backend, shape(2, 6, 1, 203, 113, 128, dt, false)});
-      cases.push_back({backend, shape(2, 4, 2, 239, 339, 128, dt, false), InputLayout::kStridedBHSD});
-      cases.push_back({backend, shape(2, 4, 4, 339, 239, 64, dt, true), InputLayout::kPaddedHeads});
-      cases.push_back({backend, shape(1, 4, 4, 203, 203, 64, dt, false), InputLayout::kContiguous,
+      cases.push_back({backend, testing::dense(2, 6, 2, 113, 203, 64, dt, true)});
+      cases.push_back({backend, testing::dense(2, 6, 1, 203, 113, 128, dt, false)});
+      cases.push_back({backend, testing::dense(2, 4, 2, 239, 339, 128, dt, false), InputLayout::kStridedBHSD});
+      cases.push_back({backend, testing::dense(2, 4, 4, 339, 239, 64, dt, true), InputLayout::kPaddedHeads});
+      cases.push_back({backend, testing::dense(1, 4, 4, 203, 203, 64, dt, false), InputLayout::kContiguous,
                        InputKind::kLargeScores});
-      cases.push_back({backend, shape(1, 4, 4, 203, 203, 64, dt, true), InputLayout::kContiguous,
+      cases.push_back({backend, testing::dense(1, 4, 4, 203, 203, 64, dt, true), InputLayout::kContiguous,
                        InputKind::kVeryNegative});
       // Scaled scores near 1e10 (finite in float32): no NaN, no row taken for empty.
-      cases.push_back({backend, shape(1, 4, 4, 203, 203, 64, dt, false), InputLayout::kContiguous,
+      cases.push_back({backend, testing::dense(1, 4, 4, 203, 203, 64, dt, false), InputLayout::kContiguous,
                        InputKind::kHugeScores});
-      cases.push_back({backend, shape(2, 4, 2, 339, 1023, 128, dt, true),
+      cases.push_back({backend, testing::dense(2, 4, 2, 339, 1023, 128, dt, true),
                        InputLayout::kContiguous, InputKind::kHugeScores});
     }
-    cases.push_back({backend, shape(1, 4, 4, 203, 203, 64, DType::kBF16, false),
+    cases.push_back({backend, testing::dense(1, 4, 4, 203, 203, 64, DType::kBF16, false),
                      InputLayout::kContiguous, InputKind::kLargeMagnitude});
-    cases.push_back({backend, shape(1, 4, 4, 203, 203, 64, DType::kFP16, false),
+    cases.push_back({backend, testing::dense(1, 4, 4, 203, 203, 64, DType::kFP16, false),
                      InputLayout::kContiguous, InputKind::kLargeMagnitude});
     // Causal with seqlen_q > seqlen_k: the first rows see no key (O = 0, LSE = -inf).
-    cases.push_back({backend, shape(1, 2, 2, 339, 17, 64, DType::kBF16, true)});
-    cases.push_back({backend, shape(1, 2, 2, 4097, 1, 128, DType::kFP16, true)});
+    cases.push_back({backend, testing::dense(1, 2, 2, 339, 17, 64, DType::kBF16, true)});
+    cases.push_back({backend, testing::dense(1, 2, 2, 4097, 1, 128, DType::kFP16, true)});
   }
   return cases;
 }
@@ -198,7 +191,7 @@ TEST_P(GpuBackendTest, BitIdenticalRerun) {
   FA_SKIP_UNLESS_BACKEND_USABLE(std::string(GetParam()));
   for (bool causal : {false, true}) {
     GpuProblem p;
-    make_problem(shape(2, 8, 2, 1023, 1025, 128, DType::kBF16, causal), testing::base_seed(), &p);
+    make_problem(testing::dense(2, 8, 2, 1023, 1025, 128, DType::kBF16, causal), testing::base_seed(), &p);
     ASSERT_TRUE(forward(p.params, GetParam()).ok());
     std::vector<float> o1, l1, o2, l2;
     ASSERT_TRUE(p.out.to_host_float(&o1).ok());
@@ -223,7 +216,7 @@ TEST_P(GpuBackendTest, ManyHeadsBeyondGridLimit) {
   opt.device = Device::cuda(0);
   opt.seed = testing::base_seed();
   VerifyReport report;
-  ASSERT_TRUE(verify(shape(3, 24000, 24000, 3, 5, 64, DType::kBF16, false), opt, &report).ok());
+  ASSERT_TRUE(verify(testing::dense(3, 24000, 24000, 3, 5, 64, DType::kBF16, false), opt, &report).ok());
   EXPECT_TRUE(report.passed) << report.to_string();
 }
 
@@ -242,7 +235,7 @@ TEST_P(GpuBackendTest, EmptySequences) {
   FA_SKIP_WITHOUT_CUDA();
   FA_SKIP_UNLESS_BACKEND_USABLE(std::string(GetParam()));
   GpuProblem p;
-  make_problem(shape(2, 4, 2, 37, 0, 64, DType::kFP16, false), testing::base_seed(), &p);
+  make_problem(testing::dense(2, 4, 2, 37, 0, 64, DType::kFP16, false), testing::base_seed(), &p);
   zero_strides_of_empty(&p.params);
   ASSERT_TRUE(forward(p.params, GetParam()).ok());
   std::vector<float> o, l;
@@ -251,15 +244,15 @@ TEST_P(GpuBackendTest, EmptySequences) {
   for (float x : o) ASSERT_EQ(x, 0.0f);
   for (float x : l) ASSERT_TRUE(std::isinf(x) && x < 0);
   GpuProblem e;
-  make_problem(shape(2, 4, 2, 0, 17, 64, DType::kFP16, false), testing::base_seed(), &e);
+  make_problem(testing::dense(2, 4, 2, 0, 17, 64, DType::kFP16, false), testing::base_seed(), &e);
   zero_strides_of_empty(&e.params);
   EXPECT_TRUE(forward(e.params, GetParam()).ok());
   GpuProblem z;
-  make_problem(shape(0, 4, 2, 17, 17, 64, DType::kFP16, false), testing::base_seed(), &z);
+  make_problem(testing::dense(0, 4, 2, 17, 17, 64, DType::kFP16, false), testing::base_seed(), &z);
   zero_strides_of_empty(&z.params);
   EXPECT_TRUE(forward(z.params, GetParam()).ok());
   GpuProblem h;
-  make_problem(shape(2, 0, 0, 17, 17, 64, DType::kFP16, false), testing::base_seed(), &h);
+  make_problem(testing::dense(2, 0, 0, 17, 17, 64, DType::kFP16, false), testing::base_seed(), &h);
   zero_strides_of_empty(&h.params);
   const Status st = forward(h.params, GetParam());
   EXPECT_TRUE(st.ok()) << st.to_string();
@@ -277,7 +270,7 @@ class GpuLargeTest : public ::testing::TestWithParam<const char*> {};
 TEST_P(GpuLargeTest, Beyond2To31Elements) {
   FA_SKIP_WITHOUT_CUDA();
   FA_SKIP_UNLESS_BACKEND_USABLE(std::string(GetParam()));
-  const ProblemShape s = shape(16385, 64, 16, 16, 16, 128, DType::kBF16, false);
+  const ProblemShape s = testing::dense(16385, 64, 16, 16, 16, 128, DType::kBF16, false);
   GpuProblem p;
   make_problem(s, testing::base_seed(), &p);
   ASSERT_GT(p.q.numel(), std::int64_t{1} << 31);
@@ -354,7 +347,7 @@ TEST(GpuAutoTest, PicksTensorCoreKernelWhereItApplies) {
                         Want{256, DType::kBF16, "flash-sm80"}, Want{72, DType::kBF16, "flash"},
                         Want{128, DType::kFP32, "flash"}}) {
     GpuProblem p;
-    make_problem(shape(1, 2, 2, 5, 5, w.d, w.dtype, false), testing::base_seed(), &p);
+    make_problem(testing::dense(1, 2, 2, 5, 5, w.d, w.dtype, false), testing::base_seed(), &p);
     std::string name;
     ASSERT_TRUE(resolve_backend(p.params, "auto", &name).ok());
     EXPECT_EQ(name, w.backend) << "d" << w.d << " " << dtype_name(w.dtype);
@@ -378,7 +371,7 @@ TEST(GpuAutoTest, PicksTensorCoreKernelWhereItApplies) {
 TEST(GpuNaiveTest, OutOfMemoryIsMeasuredAndReported) {
   FA_SKIP_WITHOUT_CUDA();
   // S = 64 heads * 65536^2 * 4 bytes = 1.1 TB: more than any GPU has.
-  const ProblemShape s = shape(1, 64, 64, 65536, 65536, 8, DType::kBF16, false);
+  const ProblemShape s = testing::dense(1, 64, 64, 65536, 65536, 8, DType::kBF16, false);
   GpuProblem p;
   make_problem(s, testing::base_seed(), &p);
   std::size_t bytes = 0;
