@@ -264,7 +264,7 @@ __device__ __forceinline__ void consume(const KernelArgs& args, const Smem<Cfg>&
 
     // Score transforms, mask, online softmax (the shared layer), P as PV's A fragments.
     if constexpr (kVariants) {
-      if (mod.any()) {
+      if (args.softcap > 0.0f || args.alibi_slopes != nullptr) {
         score_mod_fragment<1, kNTiles>(s_frag, mod, lane_row, c.seqlen_k - c.seqlen_q, n0, tq);
       }
     }
