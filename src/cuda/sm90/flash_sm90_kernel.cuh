@@ -197,7 +197,7 @@ __device__ __forceinline__ void zero_v_tail(std::uint32_t v_tile, int row_begin,
     const std::uint32_t addr = v_tile + blk * Cfg::kBlockN * Cfg::kRowBytes +
                                (row_begin + rem / kRowChunks) * Cfg::kRowBytes +
                                (rem % kRowChunks) * 16;
-    asm volatile("st.shared.v4.u32 [%0], {%1, %1, %1, %1};\n" ::"r"(addr), "r"(0u) : "memory");
+    ptx::st_shared_zero16(addr);
   }
   ptx::fence_proxy_async_shared();  // generic stores, read next by wgmma (async proxy)
   ptx::named_barrier_sync(kVTailBarrier, Cfg::kConsumers * Cfg::kWarpgroup);
