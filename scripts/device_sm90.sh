@@ -41,7 +41,7 @@ if has smoke; then
     fi
   }
   smoke --dtype bf16 --head-dim 128 --batch 1 --heads 1 --seqlen-q 128 --seqlen-k 128
-  for d in 64 96 128 192; do
+  for d in 64 96 128 192 256; do
     for dt in bf16 fp16; do
       smoke --dtype $dt --head-dim $d --batch 2 --heads 4 --kv-heads 2 --seqlen-q 1023 --seqlen-k 1537
       smoke --dtype $dt --head-dim $d --batch 2 --heads 4 --kv-heads 2 --seqlen-q 1023 --seqlen-k 1537 --causal

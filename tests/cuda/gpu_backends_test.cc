@@ -71,12 +71,10 @@ std::vector<GpuCase> grid(bool full) {
   std::vector<GpuCase> cases;
   for (const std::string backend : {"naive", "flash", "flash-sm80", "flash-sm90"}) {
     // The tensor-core kernels take bf16 / fp16 and their own head dims only.
-    // (flash-sm90 has no d256 yet: cuda/sm90/flash_sm90.h.)
     const bool sm80 = backend == "flash-sm80" || backend == "flash-sm90";
     const std::vector<std::int64_t> head_dims =
-        backend == "flash-sm90" ? std::vector<std::int64_t>{64, 96, 128, 192}
-        : sm80                  ? std::vector<std::int64_t>{64, 96, 128, 192, 256}
-                                : std::vector<std::int64_t>{8, 32, 64, 72, 96, 128, 160, 256};
+        sm80 ? std::vector<std::int64_t>{64, 96, 128, 192, 256}
+             : std::vector<std::int64_t>{8, 32, 64, 72, 96, 128, 160, 256};
     const std::vector<DType> dtypes =
         sm80 ? std::vector<DType>{DType::kBF16, DType::kFP16}
              : std::vector<DType>{DType::kBF16, DType::kFP16, DType::kFP32};
@@ -343,8 +341,7 @@ TEST(GpuAutoTest, PicksTensorCoreKernelWhereItApplies) {
   struct Want { std::int64_t d; DType dtype; const char* backend; };
   for (const Want& w : {Want{128, DType::kBF16, tensor_core}, Want{64, DType::kFP16, tensor_core},
                         Want{192, DType::kFP16, tensor_core},
-                        // flash-sm90 has no d256 yet (cuda/sm90/flash_sm90.h)
-                        Want{256, DType::kBF16, "flash-sm80"}, Want{72, DType::kBF16, "flash"},
+                        Want{256, DType::kBF16, tensor_core}, Want{72, DType::kBF16, "flash"},
                         Want{128, DType::kFP32, "flash"}}) {
     GpuProblem p;
     make_problem(testing::dense(1, 2, 2, 5, 5, w.d, w.dtype, false), testing::base_seed(), &p);

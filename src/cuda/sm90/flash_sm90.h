@@ -14,10 +14,7 @@
 
 namespace flashattn::cuda {
 
-// d256 is not built yet: its O accumulator (128 floats per consumer thread) made ptxas spill
-// ~600-1100 bytes and serialize the wgmmas (C7512) at the 240-register consumer budget, with
-// one n256 product or two n128 ones; flash-sm80 keeps d256 on Hopper until that is solved.
-constexpr std::array<int, 4> kSm90HeadDims = {64, 96, 128, 192};
+constexpr std::array<int, 5> kSm90HeadDims = {64, 96, 128, 192, 256};
 
 // The tensors' extents that KernelArgs does not carry: rows along the token axis (dense: the
 // sequence length; packed varlen: the whole packed tensor, which TMA's bounds then are) and

@@ -22,6 +22,7 @@ Status dispatch_head_dim(const cuda::KernelArgs& a, const cuda::Sm90Extents& e,
     case 96: return cuda::launch_flash_sm90<T, 96>(a, e, stream);
     case 128: return cuda::launch_flash_sm90<T, 128>(a, e, stream);
     case 192: return cuda::launch_flash_sm90<T, 192>(a, e, stream);
+    case 256: return cuda::launch_flash_sm90<T, 256>(a, e, stream);
     default: break;
   }
   return Status(StatusCode::kInternal, "flash-sm90: head dim not dispatched");
@@ -37,7 +38,7 @@ class FlashSm90Backend final : public Backend {
  public:
   std::string_view name() const override { return "flash-sm90"; }
   std::string_view description() const override {
-    return "GPU Hopper kernel (wgmma + TMA, sm_90a), bf16/fp16, head dims 64/96/128/192";
+    return "GPU Hopper kernel (wgmma + TMA, sm_90a), bf16/fp16, head dims 64/96/128/192/256";
   }
   DeviceType device_type() const override { return DeviceType::kCUDA; }
   Status usable(Device device) const override {

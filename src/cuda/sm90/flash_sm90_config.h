@@ -52,8 +52,9 @@ struct Sm90Config {
   static constexpr int kKOffset = kQOffset + kQBytes;                     // [kStages]
   static constexpr int kVOffset = kKOffset + kStages * kKvTileBytes;      // [kStages]
   static constexpr int kBarOffset = kVOffset + kStages * kKvTileBytes;
-  // mbarriers: q_full, k_full[kStages], v_full[kStages], kv_empty[kStages], 8 bytes each.
-  static constexpr int kBarBytes = 8 * (1 + 3 * kStages);
+  // mbarriers: q_full, k_full[kStages], v_full[kStages], k_empty[kStages], v_empty[kStages],
+  // 8 bytes each.
+  static constexpr int kBarBytes = 8 * (1 + 4 * kStages);
   static constexpr int kAlignSlack = 1024;  // the dynamic base rounded up to the swizzle atom
   static constexpr int kSmemBytes = kBarOffset + kBarBytes + kAlignSlack;
 
@@ -67,7 +68,7 @@ struct Sm90Config {
 
 // The configuration each head dim runs with (not yet measured). Consumer registers per thread:
 // S = kBlockN / 2 floats, P = kBlockN / 4, O = kHeadDimPad / 2: d128 64 + 32 + 64, d192
-// 32 + 16 + 96, under 240.
+// 32 + 16 + 96, d256 32 + 16 + 128, under 240.
 template <int kHeadDim>
 struct Sm90ConfigFor;
 //                                                  d    N  stages   smem
@@ -75,6 +76,6 @@ template <> struct Sm90ConfigFor<64>  { using type = Sm90Config<64, 128, 2>; }; 
 template <> struct Sm90ConfigFor<96>  { using type = Sm90Config<96, 128, 2>; };   // 160 KB
 template <> struct Sm90ConfigFor<128> { using type = Sm90Config<128, 128, 2>; };  // 160 KB
 template <> struct Sm90ConfigFor<192> { using type = Sm90Config<192, 64, 2>; };   // 144 KB
-// d256 (Sm90Config<256, 64, 2>, 192 KB) spills at 240 registers: not built (flash_sm90.h).
+template <> struct Sm90ConfigFor<256> { using type = Sm90Config<256, 64, 2>; };   // 192 KB
 
 }  // namespace flashattn::cuda
