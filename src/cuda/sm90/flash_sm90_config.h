@@ -17,9 +17,11 @@
 
 namespace flashattn::cuda {
 
-template <int kHeadDim_, int kBlockN_, int kStages_>
+template <int kHeadDim_, int kBlockN_, int kStages_, bool kPingPong_ = false>
 struct Sm90Config {
   static constexpr int kHeadDim = kHeadDim_;
+  // The consumer warpgroups take turns issuing their products (flash_sm90_kernel.cuh).
+  static constexpr bool kPingPong = kPingPong_;
   static constexpr int kBlockM = 128;
   static constexpr int kBlockN = kBlockN_;
   static constexpr int kStages = kStages_;
@@ -71,10 +73,10 @@ struct Sm90Config {
 // 32 + 16 + 96, d256 32 + 16 + 128, under 240.
 template <int kHeadDim>
 struct Sm90ConfigFor;
-//                                                  d    N  stages   smem
-template <> struct Sm90ConfigFor<64>  { using type = Sm90Config<64, 128, 2>; };   //  80 KB
-template <> struct Sm90ConfigFor<96>  { using type = Sm90Config<96, 128, 2>; };   // 160 KB
-template <> struct Sm90ConfigFor<128> { using type = Sm90Config<128, 128, 2>; };  // 160 KB
+//                                                  d    N  stages ping-pong   smem
+template <> struct Sm90ConfigFor<64>  { using type = Sm90Config<64, 128, 2, true>; };   //  80 KB
+template <> struct Sm90ConfigFor<96>  { using type = Sm90Config<96, 128, 2, true>; };   // 160 KB
+template <> struct Sm90ConfigFor<128> { using type = Sm90Config<128, 128, 2, true>; };  // 160 KB
 template <> struct Sm90ConfigFor<192> { using type = Sm90Config<192, 64, 2>; };   // 144 KB
 template <> struct Sm90ConfigFor<256> { using type = Sm90Config<256, 64, 2>; };   // 192 KB
 

@@ -2,8 +2,9 @@
 // complete on mbarriers, S = Q K^T as wgmma with both operands in shared memory, the online
 // softmax of the shared layer (cuda/attention/fragment_ops.cuh) on the wgmma accumulator, and
 // O += P V as wgmma with P from registers and V (MN-major) from shared memory. Tile shapes and
-// warp roles: flash_sm90_config.h. Version 2 (issue 10, step 3): inside each consumer warpgroup
-// the products of one tile run while the softmax of the next is computed; plain stores of O.
+// warp roles: flash_sm90_config.h. Version 3 (issue 10, step 3): inside each consumer warpgroup
+// the products of one tile run while the softmax of the next is computed, and (Cfg::kPingPong)
+// the two consumer warpgroups take turns issuing their products; plain stores of O.
 //
 // Per block (kBlockM = 128 query rows of one (batch, head), the TileScheduler's order):
 //   producer (one lane of warp 0):
@@ -67,9 +68,11 @@ namespace flashattn::cuda {
 namespace sm90 {
 
 // Named barrier ids (0 is __syncthreads'). kVTailBarrier: both consumer warpgroups, after the
-// zeroing of a varlen tail tile's V rows; kEpilogueBarrier + c: consumer warpgroup c.
+// zeroing of a varlen tail tile's V rows; kEpilogueBarrier + c: consumer warpgroup c;
+// kTurnBarrier + c: consumer c's turn to issue its products (ping-pong; both warpgroups).
 constexpr int kVTailBarrier = 1;
 constexpr int kEpilogueBarrier = 2;
+constexpr int kTurnBarrier = 4;
 
 // An mbarrier wait that traps after about a second (2^31 cycles) instead of hanging the GPU: a
 // phase that never completes (a wrong byte count or parity) then fails the launch with an error.
@@ -327,16 +330,35 @@ __device__ __forceinline__ void consume(const KernelArgs& args, const Smem<Cfg>&
     for (int h = 0; h < Cfg::kPvSplits; ++h) ptx::fence_operands(o[h]);
   };
 
+  // Ping-pong (Cfg::kPingPong): the two consumers take turns issuing their wgmmas, so the
+  // softmax of one runs while the tensor cores work for the other (FlashAttention-3's warp
+  // scheduler barriers). A turn starts when the other consumer has ended its own; consumer 1
+  // lets consumer 0 start, and skips the hand-back after its last turn, which nobody awaits.
+  constexpr int kBoth = Cfg::kConsumers * Cfg::kWarpgroup;
+  auto turn_begin = [&] {
+    if constexpr (Cfg::kPingPong) ptx::named_barrier_sync(kTurnBarrier + consumer, kBoth);
+  };
+  auto turn_end = [&](bool last) {
+    if constexpr (Cfg::kPingPong) {
+      if (!(last && consumer == 1)) ptx::named_barrier_arrive(kTurnBarrier + 1 - consumer, kBoth);
+    }
+  };
+
   const int tiles = c.n_end - c.n_first;
   if (tiles > 0) {
+    if constexpr (Cfg::kPingPong) {
+      if (consumer == 1) ptx::named_barrier_arrive(kTurnBarrier, kBoth);
+    }
     std::uint32_t p[Cfg::kNSteps][4];
     {  // The first tile: S, softmax, P (O is still 0: nothing to rescale).
       Fragment<1, kNTiles> s_frag;
       float(&s_acc)[kBlockN / 2] = reinterpret_cast<float(&)[kBlockN / 2]>(s_frag);
       wait_or_trap(sm.k_full(0), 0);
       ptx::fence_operands(s_acc);
+      turn_begin();
       ptx::wgmma_fence();
       issue_qk<T, Cfg>(s_acc, q_desc, sm.k(0));
+      turn_end(false);
       ptx::wgmma_wait<0>();
       ptx::fence_operands(s_acc);
       release(sm.k_empty(0));
@@ -357,9 +379,11 @@ __device__ __forceinline__ void consume(const KernelArgs& args, const Smem<Cfg>&
       prepare_v(prev, n0 - kBlockN);
       ptx::fence_operands(s_acc);
       fence_p_o(p);
+      turn_begin();
       ptx::wgmma_fence();
       issue_qk<T, Cfg>(s_acc, q_desc, sm.k(s));
       issue_pv<T, Cfg>(o, p, sm.v(prev));
+      turn_end(false);
 
       // The softmax of S_j while P_{j-1} V_{j-1} runs; S_j becomes P_j in P_{j-1}'s registers
       // once that product is done (FlashAttention-3's order: one P live, not two).
@@ -379,8 +403,10 @@ __device__ __forceinline__ void consume(const KernelArgs& args, const Smem<Cfg>&
     wait_or_trap(sm.v_full(last), ((tiles - 1) / Cfg::kStages) & 1);
     prepare_v(last, static_cast<std::int64_t>(c.n_end - 1) * kBlockN);
     fence_p_o(p);
+    turn_begin();
     ptx::wgmma_fence();
     issue_pv<T, Cfg>(o, p, sm.v(last));
+    turn_end(true);
     ptx::wgmma_wait<0>();
     fence_p_o(p);
     release(sm.v_empty(last));
