@@ -41,7 +41,7 @@ for path in glob.glob(os.path.join(out, "ab-*-*-*.csv")):
     v, r, rest = os.path.basename(path)[3:-4].split("-", 2)
     with open(path) as f:
         for row in csv.DictReader(f):
-            if row.get("backend") == "flash-sm80" and row.get("tflops"):
+            if row.get("backend") == os.environ.get("AB_BACKEND", "flash-sm80") and row.get("tflops"):
                 rows.setdefault((rest, v), []).append(float(row["tflops"]))
 print(f"{'cell':10} {'base':>8} {'new':>8} {'new/base':>9}   (median TFLOP/s over rounds)")
 for cell in sorted({c for c, _ in rows}):

@@ -3,7 +3,8 @@
 # (each under a timeout: a wrong mbarrier count traps after ~1 s rather than hanging), the sm90
 # tests (primitives and every flash-sm90 case of the GPU grids), then optional stages.
 #   bash scripts/device_sm90.sh [STAGES]
-# STAGES: comma-separated from build,smoke,test,alltest,sanitize,bench (default build,smoke,test).
+# STAGES: comma-separated from build,smoke,test,alltest,tune,sanitize,bench (default
+# build,smoke,test). tune runs tools/tune_sm90 (TUNE_SEQLENS, default 4096 16384).
 # Logs go to $OUT (or ./device-out). Prepare the carried GoogleTest first: scripts/prepare_device.sh.
 set -uo pipefail
 stages=${1:-build,smoke,test}
@@ -21,6 +22,7 @@ if has build; then
   start=$(date +%s)
   rm -rf build-device
   cmake -S . -B build-device -G Ninja -DCMAKE_BUILD_TYPE=Release -DFLASHATTN_WERROR=ON \
+    -DFLASHATTN_BUILD_TUNING=$(has tune && echo ON || echo OFF) \
     -DCMAKE_CUDA_FLAGS="-Xptxas=-v" $gtest_src > "$out/build.log" 2>&1 &&
     ninja -C build-device -j"$(nproc)" >> "$out/build.log" 2>&1
   rc=$?
@@ -64,6 +66,13 @@ if has test || has alltest; then
   grep -E "tests passed|tests failed" "$out/ctest.log" | tail -2 | tee -a "$summary"
   grep -E "\(Failed\)|\(Timeout\)|\(SEGFAULT\)|Not Run|Exception" "$out/ctest.log" | head -40 |
     tee -a "$summary"
+fi
+
+if has tune; then
+  start=$(date +%s)
+  build-device/tools/tune_sm90/tune_sm90 ${TUNE_SEQLENS:-4096 16384} > "$out/tune.txt" 2>&1
+  note "tune: rc=$? in $(( $(date +%s) - start )) s"
+  cat "$out/tune.txt"
 fi
 
 if has sanitize; then
