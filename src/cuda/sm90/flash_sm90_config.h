@@ -68,16 +68,20 @@ struct Sm90Config {
   static_assert(kPvN % kBlockCols == 0, "each PV product starts on a column block");
 };
 
-// The configuration each head dim runs with (not yet measured). Consumer registers per thread:
-// S = kBlockN / 2 floats, P = kBlockN / 4, O = kHeadDimPad / 2: d128 64 + 32 + 64, d192
-// 32 + 16 + 96, d256 32 + 16 + 128, under 240.
+// The configuration each head dim runs with, from tools/tune_sm90 on the H200 (bf16, 4k and 16k,
+// causal and not; docs/performance.md "flash-sm90"): the widest key tile that fits won at every
+// head dim (N192 over N128 at d64 +4%, N176 over N128 at d128 +4-7%, N80 over N64 at d256 +14%),
+// a third stage gained nothing (the K/V tiles come from L2 in time), ping-pong +0.3-1.7% at
+// d64-d128. Consumer registers per thread: S = kBlockN / 2 floats, P = kBlockN / 4, O =
+// kHeadDimPad / 2: d128 88 + 44 + 64, d256 40 + 20 + 128, under 240. d96 and d192 (not in the
+// tuner) take the shape of their neighbour (d96 is computed 128 wide).
 template <int kHeadDim>
 struct Sm90ConfigFor;
 //                                                  d    N  stages ping-pong   smem
-template <> struct Sm90ConfigFor<64>  { using type = Sm90Config<64, 128, 2, true>; };   //  80 KB
-template <> struct Sm90ConfigFor<96>  { using type = Sm90Config<96, 128, 2, true>; };   // 160 KB
-template <> struct Sm90ConfigFor<128> { using type = Sm90Config<128, 128, 2, true>; };  // 160 KB
-template <> struct Sm90ConfigFor<192> { using type = Sm90Config<192, 64, 2>; };   // 144 KB
-template <> struct Sm90ConfigFor<256> { using type = Sm90Config<256, 64, 2>; };   // 192 KB
+template <> struct Sm90ConfigFor<64>  { using type = Sm90Config<64, 192, 2, true>; };   // 113 KB
+template <> struct Sm90ConfigFor<96>  { using type = Sm90Config<96, 176, 2, true>; };   // 209 KB
+template <> struct Sm90ConfigFor<128> { using type = Sm90Config<128, 176, 2, true>; };  // 209 KB
+template <> struct Sm90ConfigFor<192> { using type = Sm90Config<192, 96, 2>; };         // 193 KB
+template <> struct Sm90ConfigFor<256> { using type = Sm90Config<256, 80, 2>; };         // 225 KB
 
 }  // namespace flashattn::cuda
