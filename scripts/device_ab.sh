@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# Same-session A/B of the flash-sm80 dense figures: an earlier version of the sources (unpacked
+# Same-session A/B of a backend's dense figures (AB_BACKEND, default flash-sm80): an earlier version of the sources (unpacked
 # into .device/base by `git archive REV | tar -x -C .device/base`, carried with the device call)
 # against this tree, the two CLI binaries' benchmarks alternating ROUNDS times on the same GPU,
 # each cell on fresh inputs with the L2 flushed. Needs build-device/ from scripts/device_run.sh
 # build (run it in the same call). Output: $OUT/ab.txt (each run's table) and $OUT/ab-summary.txt
 # (per cell: the median over rounds of each version's TFLOP/s and their ratio).
-#   [AB_HEAD_DIMS="64 128"] bash scripts/device_ab.sh [ROUNDS]
+#   [AB_BACKEND=flash-sm90] [AB_HEAD_DIMS="64 128"] bash scripts/device_ab.sh [ROUNDS]
 set -uo pipefail
 rounds=${1:-3}
 out=${OUT:-$PWD/device-out}
@@ -26,7 +26,7 @@ for r in $(seq "$rounds"); do
     for d in ${AB_HEAD_DIMS:-64 128 256}; do
       for causal in "" "--causal"; do
         h=$((2048 / d))
-        "$bin" bench --device cuda --backends flash-sm80 --head-dim $d --heads $h --batch 1 \
+        "$bin" bench --device cuda --backends "${AB_BACKEND:-flash-sm80}" --head-dim $d --heads $h --batch 1 \
           --seqlens 16384 $causal --csv "$csv/ab-$v-$r-$d${causal:+-c}.csv" > /dev/null 2>&1
         echo "$v round=$r d=$d ${causal:-full} $(tail -1 "$csv/ab-$v-$r-$d${causal:+-c}.csv")" >> "$out/ab.txt"
       done
@@ -41,7 +41,7 @@ for path in glob.glob(os.path.join(out, "ab-*-*-*.csv")):
     v, r, rest = os.path.basename(path)[3:-4].split("-", 2)
     with open(path) as f:
         for row in csv.DictReader(f):
-            if row.get("backend") == "flash-sm80" and row.get("tflops"):
+            if row.get("backend") == os.environ.get("AB_BACKEND", "flash-sm80") and row.get("tflops"):
                 rows.setdefault((rest, v), []).append(float(row["tflops"]))
 print(f"{'cell':10} {'base':>8} {'new':>8} {'new/base':>9}   (median TFLOP/s over rounds)")
 for cell in sorted({c for c, _ in rows}):

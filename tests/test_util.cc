@@ -3,6 +3,7 @@
 #include <cstdlib>
 #include <string>
 
+#include "api/backend.h"
 #include "cuda/common/runtime.h"
 
 namespace flashattn::testing {
@@ -13,6 +14,29 @@ bool full_tier() {
 }
 
 bool have_cuda() { return cuda::device_count() > 0; }
+
+bool backend_usable_here(const std::string& name, std::string* why, bool* must_run) {
+  *must_run = false;
+  const Backend* b = find_backend(name);
+  if (b == nullptr) {
+    *why = "no backend named " + name;
+    *must_run = true;
+    return false;
+  }
+  const Status st = b->usable(Device::cuda(0));
+  if (st.ok()) return true;
+  *why = st.message();
+  // Every other GPU backend runs on every device the tests run on (sm_80 and newer).
+  *must_run = name != "flash-sm90";
+#if defined(FLASHATTN_TEST_HAVE_SM90A)
+  cuda::DeviceProps props;
+  if (name == "flash-sm90" && cuda::device_count() > 0 && cuda::device_props(0, &props).ok() &&
+      props.major == 9 && props.minor == 0) {
+    *must_run = true;
+  }
+#endif
+  return false;
+}
 
 std::uint64_t base_seed() {
   const char* s = std::getenv("FLASHATTN_TEST_SEED");

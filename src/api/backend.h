@@ -72,5 +72,6 @@ const Backend* cpu_flash_backend();
 const Backend* cuda_naive_backend();
 const Backend* cuda_flash_backend();
 const Backend* cuda_flash_sm80_backend();
+const Backend* cuda_flash_sm90_backend();
 
 }  // namespace flashattn

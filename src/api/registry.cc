@@ -9,17 +9,18 @@
 namespace flashattn {
 namespace {
 
-const std::array<const Backend*, 5>& registry() {
-  static const std::array<const Backend*, 5> kBackends = {
-      cpu_reference_backend(), cpu_flash_backend(), cuda_naive_backend(), cuda_flash_backend(),
-      cuda_flash_sm80_backend()};
+const std::array<const Backend*, 6>& registry() {
+  static const std::array<const Backend*, 6> kBackends = {
+      cpu_reference_backend(), cpu_flash_backend(),       cuda_naive_backend(),
+      cuda_flash_backend(),    cuda_flash_sm80_backend(), cuda_flash_sm90_backend()};
   return kBackends;
 }
 
 // "auto" takes the first usable backend that supports the params, in this order per device type.
-// The tensor-core kernel first; "flash" covers what it does not (fp32, other head dims, GPUs
-// older than sm_80).
-constexpr std::array<std::string_view, 2> kAutoCuda = {"flash-sm80", "flash"};
+// The Hopper kernel first (usable on compute capability 9.0 only); then the mma.sync kernel
+// (Ampere, Ada, and Hopper problems flash-sm90 does not take); "flash" covers what neither does
+// (fp32, other head dims, GPUs older than sm_80).
+constexpr std::array<std::string_view, 3> kAutoCuda = {"flash-sm90", "flash-sm80", "flash"};
 constexpr std::array<std::string_view, 1> kAutoCpu = {"cpu-flash"};
 
 std::string known_names() {

@@ -31,6 +31,11 @@ const Backend* cuda_flash_sm80_backend() {
   return &b;
 }
 
+const Backend* cuda_flash_sm90_backend() {
+  static const NotBuiltBackend b("flash-sm90", "GPU Hopper kernel (wgmma + TMA, sm_90a)");
+  return &b;
+}
+
 const Backend* cuda_naive_backend() {
   static const NotBuiltBackend b("naive", "GPU golden reference: S to global memory, softmax, PV");
   return &b;

@@ -1,4 +1,4 @@
-// GPU backends ("naive", "flash", "flash-sm80") against the references, through the verifier (docs/testing.md).
+// GPU backends ("naive", "flash", "flash-sm80", "flash-sm90") against the references, through the verifier (docs/testing.md).
 // Every test reports skipped, not passed, on a machine without a CUDA device.
 #include <gtest/gtest.h>
 
@@ -16,6 +16,7 @@
 #include "cuda/common/runtime.h"
 #include "flashattn/flashattn.h"
 #include "test_util.h"
+#include "variant_cases.h"
 #include "verify/compare.h"
 #include "verify/verify.h"
 
@@ -59,14 +60,6 @@ std::string case_name(const GpuCase& c) {
 // For gtest's listing and failure lines.
 void PrintTo(const GpuCase& c, std::ostream* os) { *os << case_name(c); }
 
-ProblemShape shape(std::int64_t b, std::int64_t h, std::int64_t hk, std::int64_t sq,
-                   std::int64_t sk, std::int64_t d, DType dtype, bool causal) {
-  ProblemShape s;
-  s.batch = b; s.heads = h; s.kv_heads = hk; s.seqlen_q = sq; s.seqlen_k = sk; s.head_dim = d;
-  s.dtype = dtype; s.causal = causal;
-  return s;
-}
-
 // The grid of docs/testing.md. Quick tier ("Quick" suites): every 7th cell of the cross product
 // of lengths x head dims x dtypes x causal, plus GQA, layouts and adversarial inputs; the other
 // cells form the "Full" suites, run by FLASHATTN_TEST_TIER=full.
@@ -76,9 +69,9 @@ std::vector<GpuCase> grid(bool full) {
       {339, 339}, {1023, 1023}, {1025, 1025}, {113, 203}, {203, 113},   {1, 4097},
       {4097, 1},  {1023, 1024}, {1024, 1023}, {17, 1},    {4097, 4097}};
   std::vector<GpuCase> cases;
-  for (const std::string backend : {"naive", "flash", "flash-sm80"}) {
-    // The tensor-core kernel takes bf16 / fp16 and its own head dims only.
-    const bool sm80 = backend == "flash-sm80";
+  for (const std::string backend : {"naive", "flash", "flash-sm80", "flash-sm90"}) {
+    // The tensor-core kernels take bf16 / fp16 and their own head dims only.
+    const bool sm80 = backend == "flash-sm80" || backend == "flash-sm90";
     const std::vector<std::int64_t> head_dims =
         sm80 ? std::vector<std::int64_t>{64, 96, 128, 192, 256}
              : std::vector<std::int64_t>{8, 32, 64, 72, 96, 128, 160, 256};
@@ -94,7 +87,7 @@ std::vector<GpuCase> grid(bool full) {
             // Quick tier: rotate dtype / causal / head dim across the length list.
             if ((i % 7 == 0) == full) continue;
             const std::int64_t big = sq * sk > 1 << 22;
-            cases.push_back({backend, shape(big ? 1 : 2, big ? 2 : 4, big ? 1 : 2, sq, sk, d, dt,
+            cases.push_back({backend, testing::dense(big ? 1 : 2, big ? 2 : 4, big ? 1 : 2, sq, sk, d, dt,
                                             causal)});
           }
         }
@@ -103,27 +96,27 @@ std::vector<GpuCase> grid(bool full) {
     if (full) continue;
     // GQA / MQA head mappings, layouts and adversarial inputs, in the quick tier.
     for (DType dt : dtypes) {
-      cases.push_back({backend, shape(2, 6, 2, 113, 203, 64, dt, true)});
-      cases.push_back({backend, shape(2, 6, 1, 203, 113, 128, dt, false)});
-      cases.push_back({backend, shape(2, 4, 2, 239, 339, 128, dt, false), InputLayout::kStridedBHSD});
-      cases.push_back({backend, shape(2, 4, 4, 339, 239, 64, dt, true), InputLayout::kPaddedHeads});
-      cases.push_back({backend, shape(1, 4, 4, 203, 203, 64, dt, false), InputLayout::kContiguous,
+      cases.push_back({backend, testing::dense(2, 6, 2, 113, 203, 64, dt, true)});
+      cases.push_back({backend, testing::dense(2, 6, 1, 203, 113, 128, dt, false)});
+      cases.push_back({backend, testing::dense(2, 4, 2, 239, 339, 128, dt, false), InputLayout::kStridedBHSD});
+      cases.push_back({backend, testing::dense(2, 4, 4, 339, 239, 64, dt, true), InputLayout::kPaddedHeads});
+      cases.push_back({backend, testing::dense(1, 4, 4, 203, 203, 64, dt, false), InputLayout::kContiguous,
                        InputKind::kLargeScores});
-      cases.push_back({backend, shape(1, 4, 4, 203, 203, 64, dt, true), InputLayout::kContiguous,
+      cases.push_back({backend, testing::dense(1, 4, 4, 203, 203, 64, dt, true), InputLayout::kContiguous,
                        InputKind::kVeryNegative});
       // Scaled scores near 1e10 (finite in float32): no NaN, no row taken for empty.
-      cases.push_back({backend, shape(1, 4, 4, 203, 203, 64, dt, false), InputLayout::kContiguous,
+      cases.push_back({backend, testing::dense(1, 4, 4, 203, 203, 64, dt, false), InputLayout::kContiguous,
                        InputKind::kHugeScores});
-      cases.push_back({backend, shape(2, 4, 2, 339, 1023, 128, dt, true),
+      cases.push_back({backend, testing::dense(2, 4, 2, 339, 1023, 128, dt, true),
                        InputLayout::kContiguous, InputKind::kHugeScores});
     }
-    cases.push_back({backend, shape(1, 4, 4, 203, 203, 64, DType::kBF16, false),
+    cases.push_back({backend, testing::dense(1, 4, 4, 203, 203, 64, DType::kBF16, false),
                      InputLayout::kContiguous, InputKind::kLargeMagnitude});
-    cases.push_back({backend, shape(1, 4, 4, 203, 203, 64, DType::kFP16, false),
+    cases.push_back({backend, testing::dense(1, 4, 4, 203, 203, 64, DType::kFP16, false),
                      InputLayout::kContiguous, InputKind::kLargeMagnitude});
     // Causal with seqlen_q > seqlen_k: the first rows see no key (O = 0, LSE = -inf).
-    cases.push_back({backend, shape(1, 2, 2, 339, 17, 64, DType::kBF16, true)});
-    cases.push_back({backend, shape(1, 2, 2, 4097, 1, 128, DType::kFP16, true)});
+    cases.push_back({backend, testing::dense(1, 2, 2, 339, 17, 64, DType::kBF16, true)});
+    cases.push_back({backend, testing::dense(1, 2, 2, 4097, 1, 128, DType::kFP16, true)});
   }
   return cases;
 }
@@ -133,6 +126,7 @@ class GpuGridTest : public ::testing::TestWithParam<GpuCase> {};
 TEST_P(GpuGridTest, MatchesReference) {
   FA_SKIP_WITHOUT_CUDA();
   const GpuCase& c = GetParam();
+  FA_SKIP_UNLESS_BACKEND_USABLE(c.backend);
   VerifyOptions opt;
   opt.backend = c.backend;
   opt.device = Device::cuda(0);
@@ -192,9 +186,10 @@ class GpuBackendTest : public ::testing::TestWithParam<const char*> {};
 // Determinism: the forward pass is bit-identical when run twice.
 TEST_P(GpuBackendTest, BitIdenticalRerun) {
   FA_SKIP_WITHOUT_CUDA();
+  FA_SKIP_UNLESS_BACKEND_USABLE(std::string(GetParam()));
   for (bool causal : {false, true}) {
     GpuProblem p;
-    make_problem(shape(2, 8, 2, 1023, 1025, 128, DType::kBF16, causal), testing::base_seed(), &p);
+    make_problem(testing::dense(2, 8, 2, 1023, 1025, 128, DType::kBF16, causal), testing::base_seed(), &p);
     ASSERT_TRUE(forward(p.params, GetParam()).ok());
     std::vector<float> o1, l1, o2, l2;
     ASSERT_TRUE(p.out.to_host_float(&o1).ok());
@@ -213,12 +208,13 @@ TEST_P(GpuBackendTest, BitIdenticalRerun) {
 // batch * heads above 65535: no grid-dimension limit.
 TEST_P(GpuBackendTest, ManyHeadsBeyondGridLimit) {
   FA_SKIP_WITHOUT_CUDA();
+  FA_SKIP_UNLESS_BACKEND_USABLE(std::string(GetParam()));
   VerifyOptions opt;
   opt.backend = GetParam();
   opt.device = Device::cuda(0);
   opt.seed = testing::base_seed();
   VerifyReport report;
-  ASSERT_TRUE(verify(shape(3, 24000, 24000, 3, 5, 64, DType::kBF16, false), opt, &report).ok());
+  ASSERT_TRUE(verify(testing::dense(3, 24000, 24000, 3, 5, 64, DType::kBF16, false), opt, &report).ok());
   EXPECT_TRUE(report.passed) << report.to_string();
 }
 
@@ -235,8 +231,9 @@ void zero_strides_of_empty(ForwardParams* p) {
 // heads = 0: nothing to write, ok. The empty tensors carry zero strides.
 TEST_P(GpuBackendTest, EmptySequences) {
   FA_SKIP_WITHOUT_CUDA();
+  FA_SKIP_UNLESS_BACKEND_USABLE(std::string(GetParam()));
   GpuProblem p;
-  make_problem(shape(2, 4, 2, 37, 0, 64, DType::kFP16, false), testing::base_seed(), &p);
+  make_problem(testing::dense(2, 4, 2, 37, 0, 64, DType::kFP16, false), testing::base_seed(), &p);
   zero_strides_of_empty(&p.params);
   ASSERT_TRUE(forward(p.params, GetParam()).ok());
   std::vector<float> o, l;
@@ -245,21 +242,22 @@ TEST_P(GpuBackendTest, EmptySequences) {
   for (float x : o) ASSERT_EQ(x, 0.0f);
   for (float x : l) ASSERT_TRUE(std::isinf(x) && x < 0);
   GpuProblem e;
-  make_problem(shape(2, 4, 2, 0, 17, 64, DType::kFP16, false), testing::base_seed(), &e);
+  make_problem(testing::dense(2, 4, 2, 0, 17, 64, DType::kFP16, false), testing::base_seed(), &e);
   zero_strides_of_empty(&e.params);
   EXPECT_TRUE(forward(e.params, GetParam()).ok());
   GpuProblem z;
-  make_problem(shape(0, 4, 2, 17, 17, 64, DType::kFP16, false), testing::base_seed(), &z);
+  make_problem(testing::dense(0, 4, 2, 17, 17, 64, DType::kFP16, false), testing::base_seed(), &z);
   zero_strides_of_empty(&z.params);
   EXPECT_TRUE(forward(z.params, GetParam()).ok());
   GpuProblem h;
-  make_problem(shape(2, 0, 0, 17, 17, 64, DType::kFP16, false), testing::base_seed(), &h);
+  make_problem(testing::dense(2, 0, 0, 17, 17, 64, DType::kFP16, false), testing::base_seed(), &h);
   zero_strides_of_empty(&h.params);
   const Status st = forward(h.params, GetParam());
   EXPECT_TRUE(st.ok()) << st.to_string();
 }
 
-INSTANTIATE_TEST_SUITE_P(Backends, GpuBackendTest, ::testing::Values("naive", "flash", "flash-sm80"),
+INSTANTIATE_TEST_SUITE_P(Backends, GpuBackendTest,
+                         ::testing::Values("naive", "flash", "flash-sm80", "flash-sm90"),
                          backend_param_name);
 
 // Tensors past 2^31 elements: 64-bit offsets. q, k, v, out have 2^31 + 2^24 elements each
@@ -269,7 +267,8 @@ class GpuLargeTest : public ::testing::TestWithParam<const char*> {};
 
 TEST_P(GpuLargeTest, Beyond2To31Elements) {
   FA_SKIP_WITHOUT_CUDA();
-  const ProblemShape s = shape(16385, 64, 16, 16, 16, 128, DType::kBF16, false);
+  FA_SKIP_UNLESS_BACKEND_USABLE(std::string(GetParam()));
+  const ProblemShape s = testing::dense(16385, 64, 16, 16, 16, 128, DType::kBF16, false);
   GpuProblem p;
   make_problem(s, testing::base_seed(), &p);
   ASSERT_GT(p.q.numel(), std::int64_t{1} << 31);
@@ -326,31 +325,41 @@ TEST_P(GpuLargeTest, Beyond2To31Elements) {
   EXPECT_TRUE(report.passed) << report.to_string();
 }
 
-INSTANTIATE_TEST_SUITE_P(Flash, GpuLargeTest, ::testing::Values("flash", "flash-sm80"),
+INSTANTIATE_TEST_SUITE_P(Flash, GpuLargeTest, ::testing::Values("flash", "flash-sm80", "flash-sm90"),
                          backend_param_name);
 
-// "auto" takes the tensor-core kernel where it applies and the CUDA-core kernel elsewhere;
-// flash-sm80 says exactly what it does not cover.
+// "auto" takes the tensor-core kernel where it applies (flash-sm90 where it is usable, i.e. on
+// compute capability 9.0 with sm_90a code built, else flash-sm80) and the CUDA-core kernel
+// elsewhere; the tensor-core kernels say exactly what they do not cover.
 TEST(GpuAutoTest, PicksTensorCoreKernelWhereItApplies) {
   FA_SKIP_WITHOUT_CUDA();
+  std::string why;
+  bool must_run = false;
+  const bool sm90 = testing::backend_usable_here("flash-sm90", &why, &must_run);
+  if (!sm90 && must_run) ADD_FAILURE() << "flash-sm90 must be usable here: " << why;
+  const char* tensor_core = sm90 ? "flash-sm90" : "flash-sm80";
   struct Want { std::int64_t d; DType dtype; const char* backend; };
-  for (const Want& w : {Want{128, DType::kBF16, "flash-sm80"}, Want{64, DType::kFP16, "flash-sm80"},
-                        Want{256, DType::kBF16, "flash-sm80"}, Want{72, DType::kBF16, "flash"},
+  for (const Want& w : {Want{128, DType::kBF16, tensor_core}, Want{64, DType::kFP16, tensor_core},
+                        Want{192, DType::kFP16, tensor_core},
+                        Want{256, DType::kBF16, tensor_core}, Want{72, DType::kBF16, "flash"},
                         Want{128, DType::kFP32, "flash"}}) {
     GpuProblem p;
-    make_problem(shape(1, 2, 2, 5, 5, w.d, w.dtype, false), testing::base_seed(), &p);
+    make_problem(testing::dense(1, 2, 2, 5, 5, w.d, w.dtype, false), testing::base_seed(), &p);
     std::string name;
     ASSERT_TRUE(resolve_backend(p.params, "auto", &name).ok());
     EXPECT_EQ(name, w.backend) << "d" << w.d << " " << dtype_name(w.dtype);
     if (name == "flash") {
-      const Status st = forward(p.params, "flash-sm80");
-      EXPECT_EQ(st.code(), StatusCode::kUnsupported) << st.to_string();
-      EXPECT_NE(st.message().find(w.dtype == DType::kFP32 ? "fp32" : "q.shape[3] = 72"),
-                std::string::npos)
-          << st.message();
-      std::vector<float> o;
-      ASSERT_TRUE(p.out.to_host_float(&o).ok());
-      for (float x : o) ASSERT_TRUE(std::isnan(x)) << "flash-sm80 wrote an unsupported problem";
+      for (const char* tc : {"flash-sm80", "flash-sm90"}) {
+        if (std::string(tc) == "flash-sm90" && !sm90) continue;
+        const Status st = forward(p.params, tc);
+        EXPECT_EQ(st.code(), StatusCode::kUnsupported) << tc << ": " << st.to_string();
+        EXPECT_NE(st.message().find(w.dtype == DType::kFP32 ? "fp32" : "q.shape[3] = 72"),
+                  std::string::npos)
+            << st.message();
+        std::vector<float> o;
+        ASSERT_TRUE(p.out.to_host_float(&o).ok());
+        for (float x : o) ASSERT_TRUE(std::isnan(x)) << tc << " wrote an unsupported problem";
+      }
     }
   }
 }
@@ -359,7 +368,7 @@ TEST(GpuAutoTest, PicksTensorCoreKernelWhereItApplies) {
 TEST(GpuNaiveTest, OutOfMemoryIsMeasuredAndReported) {
   FA_SKIP_WITHOUT_CUDA();
   // S = 64 heads * 65536^2 * 4 bytes = 1.1 TB: more than any GPU has.
-  const ProblemShape s = shape(1, 64, 64, 65536, 65536, 8, DType::kBF16, false);
+  const ProblemShape s = testing::dense(1, 64, 64, 65536, 65536, 8, DType::kBF16, false);
   GpuProblem p;
   make_problem(s, testing::base_seed(), &p);
   std::size_t bytes = 0;
@@ -374,15 +383,20 @@ TEST(GpuNaiveTest, OutOfMemoryIsMeasuredAndReported) {
 }
 
 // usable() is answered per device: each GPU backend is usable on every device that exists here
-// and refuses, naming it, one past the last.
+// (flash-sm90: where backend_usable_here says it must run) and refuses, naming it, one past the
+// last.
 TEST(GpuBackendUsable, AnsweredPerDevice) {
   FA_SKIP_WITHOUT_CUDA();
   const int n = cuda::device_count();
-  for (const char* name : {"naive", "flash", "flash-sm80"}) {
+  for (const char* name : {"naive", "flash", "flash-sm80", "flash-sm90"}) {
     SCOPED_TRACE(name);
     const Backend* b = find_backend(name);
     ASSERT_NE(b, nullptr);
-    for (int d = 0; d < n; ++d) EXPECT_TRUE(b->usable(Device::cuda(d)).ok()) << d;
+    std::string why;
+    bool must_run = false;
+    const bool usable = testing::backend_usable_here(name, &why, &must_run);
+    EXPECT_TRUE(usable || !must_run) << why;
+    for (int d = 0; d < n && usable; ++d) EXPECT_TRUE(b->usable(Device::cuda(d)).ok()) << d;
     const Status st = b->usable(Device::cuda(n));
     EXPECT_EQ(st.code(), StatusCode::kBackendUnavailable);
     EXPECT_NE(st.message().find("cuda:" + std::to_string(n) + " does not exist"),

@@ -1,7 +1,7 @@
 // The problem variants (window, softcap, ALiBi, sinks, varlen) on the GPU backends "naive",
-// "flash" and "flash-sm80", through verify() as tests/verify/variants_test.cc runs them on the CPU
-// backends: the shared variant_cases() (tests/variant_cases.h), then larger cases only a GPU
-// runs in test time (4097-token windows, 20 random sequences, causal windows on unequal
+// "flash", "flash-sm80" and "flash-sm90", through verify() as tests/verify/variants_test.cc runs
+// them on the CPU backends: the shared variant_cases() (tests/variant_cases.h), then larger cases
+// only a GPU runs in test time (4097-token windows, 20 random sequences, causal windows on unequal
 // lengths, softcap on large scores). The verifier's baseline on CUDA is the naive GPU kernel;
 // its reference is the float64 CPU one where affordable, else naive in float32.
 // Every test reports skipped, not passed, on a machine without a CUDA device.
@@ -35,10 +35,10 @@ struct GpuVariantCase {
   bool small = true;  // a variant_cases() case: judged against the float64 CPU reference
 };
 
-// flash-sm80 takes bf16 / fp16 and head dims 64, 96, 128, 192, 256 only: a float32 case runs in
-// bf16 and a d32 case at d64 (the shape otherwise as given).
+// flash-sm80 and flash-sm90 take bf16 / fp16 and head dims 64, 96, 128, 192, 256 only: a float32
+// case runs in bf16 and a d32 case at d64 (the shape otherwise as given).
 ProblemShape for_backend(const std::string& backend, ProblemShape s) {
-  if (backend != "flash-sm80") return s;
+  if (backend != "flash-sm80" && backend != "flash-sm90") return s;
   if (s.dtype == DType::kFP32) s.dtype = DType::kBF16;
   if (s.head_dim == 32) s.head_dim = 64;
   return s;
@@ -77,7 +77,7 @@ std::vector<VariantCase> large_cases() {
 
 std::vector<GpuVariantCase> gpu_cases() {
   std::vector<GpuVariantCase> out;
-  for (const char* backend : {"naive", "flash", "flash-sm80"}) {
+  for (const char* backend : {"naive", "flash", "flash-sm80", "flash-sm90"}) {
     for (VariantCase v : variant_cases()) {
       v.shape = for_backend(backend, v.shape);
       out.push_back({backend, v, true});
@@ -105,6 +105,7 @@ class GpuVariantTest : public ::testing::TestWithParam<GpuVariantCase> {};
 TEST_P(GpuVariantTest, MatchesReference) {
   FA_SKIP_WITHOUT_CUDA();
   const GpuVariantCase& c = GetParam();
+  FA_SKIP_UNLESS_BACKEND_USABLE(c.backend);
   VerifyOptions options;
   options.backend = c.backend;
   options.device = Device::cuda(0);

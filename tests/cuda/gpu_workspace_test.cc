@@ -212,6 +212,7 @@ class GpuGraphTest : public ::testing::TestWithParam<GraphCase> {};
 TEST_P(GpuGraphTest, CapturedForwardReplaysIdentically) {
   FA_SKIP_WITHOUT_CUDA();
   const GraphCase& c = GetParam();
+  FA_SKIP_UNLESS_BACKEND_USABLE(std::string(c.backend));
   GpuRun r;
   make_run(c.varlen ? all_variants_varlen() : all_variants_dense(), &r);
   std::size_t bytes = 0;
@@ -264,7 +265,8 @@ INSTANTIATE_TEST_SUITE_P(
     Backends, GpuGraphTest,
     ::testing::Values(GraphCase{"naive", false}, GraphCase{"naive", true},
                       GraphCase{"flash", false}, GraphCase{"flash", true},
-                      GraphCase{"flash-sm80", false}, GraphCase{"flash-sm80", true}),
+                      GraphCase{"flash-sm80", false}, GraphCase{"flash-sm80", true},
+                      GraphCase{"flash-sm90", false}, GraphCase{"flash-sm90", true}),
     [](const ::testing::TestParamInfo<GraphCase>& p) {
       std::string b = p.param.backend;
       for (char& ch : b) ch = ch == '-' ? '_' : ch;

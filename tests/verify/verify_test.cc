@@ -16,6 +16,7 @@
 #include "common/dtype_convert.h"
 #include "common/random.h"
 #include "test_util.h"
+#include "variant_cases.h"
 #include "verify/compare.h"
 #include "verify/inputs.h"
 #include "verify/verify.h"
@@ -46,20 +47,6 @@ std::string case_name(const GridCase& c) {
   return os.str();
 }
 
-ProblemShape make_shape(std::int64_t b, std::int64_t h, std::int64_t kv, std::int64_t sq,
-                        std::int64_t sk, std::int64_t d, DType dtype, bool causal) {
-  ProblemShape s;
-  s.batch = b;
-  s.heads = h;
-  s.kv_heads = kv;
-  s.seqlen_q = sq;
-  s.seqlen_k = sk;
-  s.head_dim = d;
-  s.dtype = dtype;
-  s.causal = causal;
-  return s;
-}
-
 using LengthPair = std::pair<std::int64_t, std::int64_t>;
 
 // Length pairs of docs/testing.md that the CPU affords: equal lengths, then seqlen_q != seqlen_k
@@ -88,7 +75,7 @@ std::vector<GridCase> full_grid() {
     for (std::int64_t d : kHeadDims) {
       for (DType dt : kDtypes) {
         for (bool causal : {false, true}) {
-          cases.push_back({make_shape(1, 2, 1, sq, sk, d, dt, causal)});
+          cases.push_back({testing::dense(1, 2, 1, sq, sk, d, dt, causal)});
         }
       }
     }
@@ -97,13 +84,13 @@ std::vector<GridCase> full_grid() {
     for (auto [sq, sk] : length_pairs()) {
       for (DType dt : kDtypes) {
         for (bool causal : {false, true}) {
-          cases.push_back({make_shape(sq * sk > 500000 ? 1 : 2, h, kv, sq, sk, 64, dt, causal)});
+          cases.push_back({testing::dense(sq * sk > 500000 ? 1 : 2, h, kv, sq, sk, 64, dt, causal)});
         }
       }
     }
   }
-  for (const ProblemShape& base : {make_shape(2, 6, 2, 113, 203, 64, DType::kBF16, false),
-                                   make_shape(1, 4, 2, 203, 113, 128, DType::kBF16, false)}) {
+  for (const ProblemShape& base : {testing::dense(2, 6, 2, 113, 203, 64, DType::kBF16, false),
+                                   testing::dense(1, 4, 2, 203, 113, 128, DType::kBF16, false)}) {
     for (InputLayout layout :
          {InputLayout::kContiguous, InputLayout::kStridedBHSD, InputLayout::kPaddedHeads}) {
       for (InputKind kind : {InputKind::kNormal, InputKind::kLargeScores,
@@ -128,7 +115,7 @@ std::vector<GridCase> full_grid() {
       for (InputKind kind : {InputKind::kLargeScores, InputKind::kVeryNegative,
                              InputKind::kLargeMagnitude, InputKind::kHugeScores}) {
         for (bool causal : {false, true}) {
-          cases.push_back({make_shape(1, 4, 2, sq, sk, 64, kDtypes[i++ % 3], causal), layout, kind});
+          cases.push_back({testing::dense(1, 4, 2, sq, sk, 64, kDtypes[i++ % 3], causal), layout, kind});
         }
       }
     }
@@ -145,13 +132,13 @@ std::vector<GridCase> quick_grid() {
     for (std::size_t j = 0; j < kHeadDims.size(); ++j) {
       const auto [sq, sk] = pairs[i];
       cases.push_back(
-          {make_shape(1, 2, 1, sq, sk, kHeadDims[j], kDtypes[(i + j) % 3], (i + j) % 2 == 1)});
+          {testing::dense(1, 2, 1, sq, sk, kHeadDims[j], kDtypes[(i + j) % 3], (i + j) % 2 == 1)});
     }
   }
   // GQA and MQA over every length pair, dtype and causal rotating.
   for (std::size_t i = 0; i < pairs.size(); ++i) {
     const auto [sq, sk] = pairs[i];
-    cases.push_back({make_shape(1, 6, i % 2 == 0 ? 2 : 1, sq, sk, 64, kDtypes[i % 3], i % 4 < 2)});
+    cases.push_back({testing::dense(1, 6, i % 2 == 0 ? 2 : 1, sq, sk, 64, kDtypes[i % 3], i % 4 < 2)});
   }
   // Layouts x input kinds, dtypes rotating, causal with seqlen_q > seqlen_k on every other one.
   int i = 0;
@@ -160,7 +147,7 @@ std::vector<GridCase> quick_grid() {
     for (InputKind kind : {InputKind::kNormal, InputKind::kLargeScores, InputKind::kVeryNegative,
                            InputKind::kLargeMagnitude, InputKind::kHugeScores}) {
       const bool flip = i % 2 == 0;
-      ProblemShape s = make_shape(2, 4, 2, flip ? 203 : 113, flip ? 113 : 203, i % 3 == 0 ? 128 : 64,
+      ProblemShape s = testing::dense(2, 4, 2, flip ? 203 : 113, flip ? 113 : 203, i % 3 == 0 ? 128 : 64,
                                   kDtypes[i % 3], flip);
       cases.push_back({s, layout, kind});
       ++i;
@@ -234,7 +221,7 @@ TEST(VerifyTest, ReferenceAgainstItselfIsExact) {
   options.backend = "cpu-reference";
   options.seed = testing::base_seed();
   VerifyReport report;
-  const ProblemShape s = make_shape(1, 2, 1, 33, 47, 64, DType::kFP32, true);
+  const ProblemShape s = testing::dense(1, 2, 1, 33, 47, 64, DType::kFP32, true);
   ASSERT_TRUE(verify(s, options, &report).ok());
   EXPECT_TRUE(report.passed) << report.to_string();
   // cpu-reference computes in float64 and stores float32: only the output rounding remains.
@@ -245,7 +232,7 @@ TEST(VerifyTest, AutoResolvesToCpuFlashOnHost) {
   VerifyOptions options;
   options.seed = testing::base_seed();
   VerifyReport report;
-  ASSERT_TRUE(verify(make_shape(1, 1, 1, 5, 9, 16, DType::kBF16, false), options, &report).ok());
+  ASSERT_TRUE(verify(testing::dense(1, 1, 1, 5, 9, 16, DType::kBF16, false), options, &report).ok());
   EXPECT_EQ(report.backend, "cpu-flash");
   EXPECT_TRUE(report.passed) << report.to_string();
 }
@@ -255,9 +242,9 @@ TEST(VerifyTest, EmptyShapesAreDefined) {
   options.backend = "cpu-flash";
   options.seed = testing::base_seed();
   // seqlen_k = 0: every row sees no key, O = 0 and LSE = -inf.
-  for (const ProblemShape& s : {make_shape(1, 2, 1, 7, 0, 64, DType::kBF16, false),
-                                make_shape(1, 2, 1, 0, 7, 64, DType::kBF16, false),
-                                make_shape(0, 2, 1, 7, 7, 64, DType::kFP16, true)}) {
+  for (const ProblemShape& s : {testing::dense(1, 2, 1, 7, 0, 64, DType::kBF16, false),
+                                testing::dense(1, 2, 1, 0, 7, 64, DType::kBF16, false),
+                                testing::dense(0, 2, 1, 7, 7, 64, DType::kFP16, true)}) {
     VerifyReport report;
     const Status st = verify(s, options, &report);
     ASSERT_TRUE(st.ok()) << s.to_string() << ": " << st.to_string();
@@ -269,9 +256,9 @@ TEST(VerifyTest, BadShapeIsAStatusNotAFailedReport) {
   VerifyOptions options;
   options.backend = "cpu-flash";
   VerifyReport report;
-  const Status st = verify(make_shape(1, 6, 4, 8, 8, 64, DType::kBF16, false), options, &report);
+  const Status st = verify(testing::dense(1, 6, 4, 8, 8, 64, DType::kBF16, false), options, &report);
   EXPECT_EQ(st.code(), StatusCode::kInvalidShape) << st.to_string();
-  const Status st2 = verify(make_shape(1, 2, 1, 8, 8, 20, DType::kBF16, false), options, &report);
+  const Status st2 = verify(testing::dense(1, 2, 1, 8, 8, 20, DType::kBF16, false), options, &report);
   EXPECT_EQ(st2.code(), StatusCode::kUnsupportedHeadDim) << st2.to_string();
 }
 
@@ -280,7 +267,7 @@ TEST(VerifyTest, TooLargeForCpuReferenceWithoutCudaIsAnError) {
   options.backend = "cpu-flash";
   options.cpu_reference_limit = 1000;
   VerifyReport report;
-  const Status st = verify(make_shape(1, 1, 1, 16, 16, 64, DType::kBF16, false), options, &report);
+  const Status st = verify(testing::dense(1, 1, 1, 16, 16, 64, DType::kBF16, false), options, &report);
   EXPECT_EQ(st.code(), StatusCode::kUnsupported);
   EXPECT_NE(st.message().find("cpu_reference_limit"), std::string::npos) << st.message();
 }
@@ -291,7 +278,7 @@ TEST(VerifyTest, CpuReferenceLimitIsCheckedBeforeAllocating) {
   VerifyOptions options;
   options.backend = "cpu-flash";
   VerifyReport report;
-  const ProblemShape s = make_shape(1, 1, 1, std::int64_t{1} << 56, 1, 8, DType::kFP32, false);
+  const ProblemShape s = testing::dense(1, 1, 1, std::int64_t{1} << 56, 1, 8, DType::kFP32, false);
   const Status st = verify(s, options, &report);
   EXPECT_EQ(st.code(), StatusCode::kUnsupported) << st.to_string();
   EXPECT_NE(st.message().find("= 576460752303423488 multiply-adds exceeds cpu_reference_limit = "
@@ -299,7 +286,7 @@ TEST(VerifyTest, CpuReferenceLimitIsCheckedBeforeAllocating) {
             std::string::npos)
       << st.message();
   // The limit is inclusive: 1*1*16*16*64 = 16384 multiply-adds pass at 16384, not at 16383.
-  const ProblemShape small = make_shape(1, 1, 1, 16, 16, 64, DType::kFP32, false);
+  const ProblemShape small = testing::dense(1, 1, 1, 16, 16, 64, DType::kFP32, false);
   options.cpu_reference_limit = 16383;
   EXPECT_EQ(verify(small, options, &report).code(), StatusCode::kUnsupported);
   options.cpu_reference_limit = 16384;
@@ -315,7 +302,7 @@ TEST(VerifyTest, SizesThatOverflowAreAnInvalidShape) {
   VerifyOptions options;
   options.backend = "cpu-flash";
   VerifyReport report;
-  const Status st = verify(make_shape(kMax, 8, 8, 512, 512, 128, DType::kFP32, false), options,
+  const Status st = verify(testing::dense(kMax, 8, 8, 512, 512, 128, DType::kFP32, false), options,
                            &report);
   EXPECT_EQ(st.code(), StatusCode::kInvalidShape) << st.to_string();
   EXPECT_NE(st.message().find("batch * seqlen_q * heads * head_dim * 4 bytes (q in fp32) = " +
@@ -331,7 +318,7 @@ TEST(VerifyTest, SizesThatOverflowAreAnInvalidShape) {
   flags.head_dim = "--head-dim";
   ShapeSizes sizes;
   // 2^45 * 512 * 4 * 64 fp32 elements: 2^64 bytes, which wrapped to 0.
-  const Status bytes = shape_sizes(make_shape(std::int64_t{1} << 45, 4, 4, 512, 512, 64,
+  const Status bytes = shape_sizes(testing::dense(std::int64_t{1} << 45, 4, 4, 512, 512, 64,
                                               DType::kFP32, false),
                                    &sizes, flags);
   EXPECT_EQ(bytes.code(), StatusCode::kInvalidShape);
@@ -339,19 +326,19 @@ TEST(VerifyTest, SizesThatOverflowAreAnInvalidShape) {
             std::string::npos)
       << bytes.message();
   // Only the multiply-adds overflow: 2^25 queries and keys, 2^10 heads, d = 2^5 (2^65).
-  const Status macs = shape_sizes(make_shape(1, 1 << 10, 1, 1 << 25, 1 << 25, 32, DType::kBF16,
+  const Status macs = shape_sizes(testing::dense(1, 1 << 10, 1, 1 << 25, 1 << 25, 32, DType::kBF16,
                                              false),
                                   &sizes);
   EXPECT_NE(macs.message().find("(multiply-adds)"), std::string::npos) << macs.to_string();
 
   // In range: exact sizes; a zero batch makes everything 0 whatever the rest.
-  ASSERT_TRUE(shape_sizes(make_shape(2, 8, 2, 100, 300, 64, DType::kBF16, false), &sizes).ok());
+  ASSERT_TRUE(shape_sizes(testing::dense(2, 8, 2, 100, 300, 64, DType::kBF16, false), &sizes).ok());
   EXPECT_EQ(sizes.q_bytes, 2 * 100 * 8 * 64 * 2);
   EXPECT_EQ(sizes.kv_bytes, 2 * 300 * 2 * 64 * 2);
   EXPECT_EQ(sizes.lse_bytes, 2 * 8 * 100 * 4);
   EXPECT_EQ(sizes.io_bytes, 2 * sizes.q_bytes + 2 * sizes.kv_bytes + sizes.lse_bytes);
   EXPECT_EQ(sizes.macs, 2 * 8 * 100 * 300 * 64);
-  ASSERT_TRUE(shape_sizes(make_shape(0, kMax, kMax, kMax, kMax, 64, DType::kFP32, false), &sizes)
+  ASSERT_TRUE(shape_sizes(testing::dense(0, kMax, kMax, kMax, kMax, 64, DType::kFP32, false), &sizes)
                   .ok());
   EXPECT_EQ(sizes.macs, 0);
   EXPECT_EQ(sizes.io_bytes, 0);
@@ -378,7 +365,7 @@ TEST(VerifyTest, CudaBackendOnHostTensorsIsAnError) {
   VerifyOptions options;
   options.backend = "flash";  // a CUDA backend, host tensors
   VerifyReport report;
-  const Status st = verify(make_shape(1, 1, 1, 16, 16, 64, DType::kBF16, false), options, &report);
+  const Status st = verify(testing::dense(1, 1, 1, 16, 16, 64, DType::kBF16, false), options, &report);
   EXPECT_FALSE(st.ok());
 }
 
@@ -388,7 +375,7 @@ TEST(VerifyTest, ReportNamesEverything) {
   options.seed = 4242;
   options.layout = InputLayout::kPaddedHeads;
   VerifyReport report;
-  const ProblemShape s = make_shape(2, 6, 2, 113, 203, 64, DType::kBF16, true);
+  const ProblemShape s = testing::dense(2, 6, 2, 113, 203, 64, DType::kBF16, true);
   ASSERT_TRUE(verify(s, options, &report).ok());
   const std::string text = report.to_string();
   for (const char* needle : {"PASS", "b=2 h=6/2 sq=113 sk=203 d=64 bf16 causal", "cpu-flash",
@@ -901,7 +888,7 @@ TEST(CompareAtolTest, DtypeSpacing) {
 // Inputs.
 
 TEST(VerifyInputsTest, LayoutsHoldTheSameLogicalValues) {
-  const ProblemShape s = make_shape(2, 3, 3, 5, 7, 16, DType::kBF16, false);
+  const ProblemShape s = testing::dense(2, 3, 3, 5, 7, 16, DType::kBF16, false);
   std::vector<float> want_q, want_k;
   for (InputLayout layout :
        {InputLayout::kContiguous, InputLayout::kStridedBHSD, InputLayout::kPaddedHeads}) {
@@ -943,7 +930,7 @@ TEST(VerifyInputsTest, StridesOfEachLayout) {
 }
 
 TEST(VerifyInputsTest, InputsAreNormalAroundHalf) {
-  const ProblemShape s = make_shape(1, 4, 4, 256, 256, 64, DType::kFP32, false);
+  const ProblemShape s = testing::dense(1, 4, 4, 256, 256, 64, DType::kFP32, false);
   verifier::Inputs in;
   ASSERT_TRUE(
       verifier::make_inputs(s, InputLayout::kContiguous, InputKind::kNormal, Device::cpu(), 3, &in)
@@ -990,7 +977,7 @@ std::vector<double> head_scores(const ProblemShape& s, const verifier::Inputs& i
 
 TEST(VerifyInputsTest, LargeScoresReachTenThousand) {
   for (std::int64_t d : {8, 64, 256}) {
-    const ProblemShape s = make_shape(1, 1, 1, 64, 64, d, DType::kBF16, false);
+    const ProblemShape s = testing::dense(1, 1, 1, 64, 64, d, DType::kBF16, false);
     verifier::Inputs in;
     ASSERT_TRUE(verifier::make_inputs(s, InputLayout::kContiguous, InputKind::kLargeScores,
                                       Device::cpu(), 5, &in)
@@ -1005,7 +992,7 @@ TEST(VerifyInputsTest, LargeScoresReachTenThousand) {
 TEST(VerifyInputsTest, VeryNegativeRowsStayBelowSentinels) {
   for (DType dt : kDtypes) {
     for (std::int64_t d : {8, 64, 256}) {
-      const ProblemShape s = make_shape(1, 1, 1, 16, 40, d, dt, false);
+      const ProblemShape s = testing::dense(1, 1, 1, 16, 40, d, dt, false);
       verifier::Inputs in;
       ASSERT_TRUE(verifier::make_inputs(s, InputLayout::kContiguous, InputKind::kVeryNegative,
                                         Device::cpu(), 5, &in)
@@ -1035,7 +1022,7 @@ TEST(VerifyInputsTest, VeryNegativeRowsStayBelowSentinels) {
 
 TEST(VerifyInputsTest, LargeMagnitudeValues) {
   for (DType dt : kDtypes) {
-    const ProblemShape s = make_shape(1, 2, 2, 64, 64, 64, dt, false);
+    const ProblemShape s = testing::dense(1, 2, 2, 64, 64, 64, dt, false);
     verifier::Inputs in;
     ASSERT_TRUE(verifier::make_inputs(s, InputLayout::kContiguous, InputKind::kLargeMagnitude,
                                       Device::cpu(), 5, &in)
@@ -1057,7 +1044,7 @@ TEST(VerifyInputsTest, LargeMagnitudeValues) {
 }
 
 TEST(VerifyInputsTest, OutputsArePoisonedAndGuarded) {
-  const ProblemShape s = make_shape(1, 2, 1, 5, 7, 8, DType::kFP16, false);
+  const ProblemShape s = testing::dense(1, 2, 1, 5, 7, 8, DType::kFP16, false);
   verifier::Outputs outs;
   ASSERT_TRUE(verifier::make_outputs(s, InputLayout::kContiguous, s.dtype, Device::cpu(), true,
                                      &outs)

@@ -42,7 +42,6 @@ struct ScoreMod {
   }
   __device__ __forceinline__ bool softcap() const { return cap != 0.0f; }
   __device__ __forceinline__ bool alibi() const { return neg_slope != 0.0f; }
-  __device__ __forceinline__ bool any() const { return softcap() || alibi(); }
 
   // cap * tanh(s / cap), s and cap raw.
   __device__ __forceinline__ float apply_softcap(float s) const {

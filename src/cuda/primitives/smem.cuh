@@ -10,4 +10,9 @@ __device__ __forceinline__ std::uint32_t smem_addr(const void* ptr_smem) {
   return static_cast<std::uint32_t>(__cvta_generic_to_shared(ptr_smem));
 }
 
+// Writes 16 zero bytes at a 16-byte aligned shared address (one st.shared.v4).
+__device__ __forceinline__ void st_shared_zero16(std::uint32_t addr_smem) {
+  asm volatile("st.shared.v4.u32 [%0], {%1, %1, %1, %1};\n" ::"r"(addr_smem), "r"(0u) : "memory");
+}
+
 }  // namespace flashattn::cuda::ptx

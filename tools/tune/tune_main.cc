@@ -1,7 +1,8 @@
-// tune_sm80: times every candidate tile shape of the flash-sm80 kernel on FlashAttention's
-// benchmark grid (bf16, batch * seqlen = 16384, heads = 2048 / head_dim), causal and not, and
-// checks each against the CUDA-core "flash" backend on the same inputs. Prints one row per
-// candidate and cell; the choice goes into Sm80ConfigFor (flash_sm80_config.h).
+// The tile-shape tuners' main (tune_sm80, tune_sm90): times every candidate configuration of
+// the kernel on FlashAttention's benchmark grid (bf16, batch * seqlen = 16384, heads = 2048 /
+// head_dim), causal and not, and checks each against the CUDA-core "flash" backend on the same
+// inputs. Prints one row per candidate and cell; the choice goes into Sm80ConfigFor
+// (flash_sm80_config.h) or Sm90ConfigFor (flash_sm90_config.h).
 //
 //   tune_sm80 [seqlen ...]        default 1024 4096 16384
 //
@@ -21,7 +22,6 @@
 #include "bench/timer.h"
 #include "candidates.h"
 #include "common/owned_tensor.h"
-#include "cuda/common/kernel_args.h"
 #include "cuda/common/runtime.h"
 
 namespace flashattn::tune {
@@ -29,7 +29,7 @@ namespace {
 
 void check(const Status& st, const char* what) {
   if (!st.ok()) {
-    std::fprintf(stderr, "tune_sm80: %s: %s\n", what, st.to_string().c_str());
+    std::fprintf(stderr, "%s: %s: %s\n", kToolName, what, st.to_string().c_str());
     std::exit(1);
   }
 }
@@ -68,7 +68,6 @@ void run_cell(const std::vector<Candidate>& cands, std::int64_t seqlen, bool cau
   p.causal = causal;
   check(forward(p, "flash"), "reference (flash backend)");
   p.out = out.view();
-  const cuda::KernelArgs args = cuda::kernel_args_of(p);
 
   bench::L2Flusher flusher;
   check(flusher.init(0), "L2 flusher");
@@ -79,7 +78,7 @@ void run_cell(const std::vector<Candidate>& cands, std::int64_t seqlen, bool cau
   std::vector<double> err(cands.size());
   for (std::size_t c = 0; c < cands.size(); ++c) {
     check(out.fill_nan(), "poison");
-    check(cands[c].launch(args, nullptr), cands[c].name.c_str());
+    check(cands[c].launch(p, nullptr), cands[c].name.c_str());
     check(cuda::status_from_cuda(cudaDeviceSynchronize(), "run"), cands[c].name.c_str());
     err[c] = max_abs_diff(out, ref);
   }
@@ -87,7 +86,7 @@ void run_cell(const std::vector<Candidate>& cands, std::int64_t seqlen, bool cau
     for (std::size_t c = 0; c < cands.size(); ++c) {
       check(flusher.flush(nullptr), "flush");
       check(timer.start(nullptr), "event");
-      check(cands[c].launch(args, nullptr), cands[c].name.c_str());
+      check(cands[c].launch(p, nullptr), cands[c].name.c_str());
       check(timer.stop(nullptr), "event");
       double t = 0;
       check(timer.elapsed_ms(&t), "event");
@@ -121,21 +120,18 @@ int main(int argc, char** argv) {
     char* end = nullptr;
     const long long s = std::strtoll(argv[i], &end, 10);
     if (end == argv[i] || *end != '\0' || s < 1 || s > 16384 * 8) {
-      std::fprintf(stderr, "tune_sm80: seqlen \"%s\" is not an integer in [1, 131072]\n",
-                   argv[i]);
+      std::fprintf(stderr, "%s: seqlen \"%s\" is not an integer in [1, 131072]\n",
+                   tune::kToolName, argv[i]);
       return 2;
     }
     seqlens.push_back(s);
   }
   if (cuda::device_count() == 0) {
-    std::fprintf(stderr, "tune_sm80: %s\n", cuda::unavailable_reason().c_str());
+    std::fprintf(stderr, "%s: %s\n", tune::kToolName, cuda::unavailable_reason().c_str());
     return 1;
   }
   if (seqlens.empty()) seqlens = {1024, 4096, 16384};
-  std::vector<std::vector<tune::Candidate>> groups(3);
-  tune::add_hdim64(&groups[0]);
-  tune::add_hdim128(&groups[1]);
-  tune::add_hdim256(&groups[2]);
+  const std::vector<std::vector<tune::Candidate>> groups = tune::candidate_groups();
   int seed = 1;
   for (const auto& g : groups) {
     for (bool causal : {false, true}) {

@@ -1,0 +1,103 @@
+#!/usr/bin/env bash
+# One call on the GPU machine for the flash-sm90 work: build, a first smoke run of the kernel
+# (each under a timeout: a wrong mbarrier count traps after ~1 s rather than hanging), the sm90
+# tests (primitives and every flash-sm90 case of the GPU grids), then optional stages.
+#   bash scripts/device_sm90.sh [STAGES]
+# STAGES: comma-separated from build,smoke,test,alltest,tune,sanitize,bench (default
+# build,smoke,test). tune runs tools/tune_sm90 (TUNE_SEQLENS, default 4096 16384).
+# Logs go to $OUT (or ./device-out). Prepare the carried GoogleTest first: scripts/prepare_device.sh.
+set -uo pipefail
+stages=${1:-build,smoke,test}
+has() { [[ ",$stages," == *",$1,"* ]]; }
+out=${OUT:-$PWD/device-out}
+mkdir -p "$out"
+summary="$out/summary.txt"
+: > "$summary"
+note() { echo "$*" | tee -a "$summary"; }
+gtest_src=""
+[ -d .device/googletest ] && gtest_src="-DFLASHATTN_GTEST_SOURCE_DIR=$PWD/.device/googletest"
+cli=build-device/tools/flashattn/flashattn
+
+if has build; then
+  start=$(date +%s)
+  rm -rf build-device
+  cmake -S . -B build-device -G Ninja -DCMAKE_BUILD_TYPE=Release -DFLASHATTN_WERROR=ON \
+    -DFLASHATTN_BUILD_TUNING=$(has tune && echo ON || echo OFF) \
+    -DCMAKE_CUDA_FLAGS="-Xptxas=-v" $gtest_src > "$out/build.log" 2>&1 &&
+    ninja -C build-device -j"$(nproc)" >> "$out/build.log" 2>&1
+  rc=$?
+  note "build: rc=$rc in $(( $(date +%s) - start )) s"
+  [ $rc -eq 0 ] || { tail -40 "$out/build.log"; exit 1; }
+fi
+
+# One small case per head dim and dtype, causal and not, then odd lengths and GQA.
+if has smoke; then
+  : > "$out/smoke.log"
+  pass=0; runs=0
+  smoke() {
+    runs=$((runs + 1))
+    if timeout 60 "$cli" verify --device cuda --backend flash-sm90 "$@" >> "$out/smoke.log" 2>&1; then
+      pass=$((pass + 1))
+    else
+      echo "FAILED (rc=$?): $*" | tee -a "$out/smoke.log"
+    fi
+  }
+  smoke --dtype bf16 --head-dim 128 --batch 1 --heads 1 --seqlen-q 128 --seqlen-k 128
+  for d in 64 96 128 192 256; do
+    for dt in bf16 fp16; do
+      smoke --dtype $dt --head-dim $d --batch 2 --heads 4 --kv-heads 2 --seqlen-q 1023 --seqlen-k 1537
+      smoke --dtype $dt --head-dim $d --batch 2 --heads 4 --kv-heads 2 --seqlen-q 1023 --seqlen-k 1537 --causal
+    done
+  done
+  smoke --dtype bf16 --head-dim 128 --batch 2 --heads 4 --seqlen-q 300 --seqlen-k 4000 --window 256,0
+  smoke --dtype bf16 --head-dim 128 --batch 2 --heads 4 --seqlen-q 300 --seqlen-k 700 --softcap 30
+  smoke --dtype bf16 --head-dim 128 --batch 2 --heads 4 --seqlen-q 300 --seqlen-k 700 --alibi heads --sinks
+  smoke --dtype bf16 --head-dim 128 --batch 5 --heads 4 --seqlen-q 300 --seqlen-k 700 --varlen random --causal
+  note "smoke: $pass of $runs passed"
+fi
+
+if has test || has alltest; then
+  start=$(date +%s)
+  filter='sm90|Sm90'
+  has alltest && filter='.'
+  ctest --test-dir build-device -j8 --output-on-failure --no-tests=error --timeout 300 \
+    -R "$filter" -E '[.]Full[A-Za-z]*/' > "$out/ctest.log" 2>&1
+  note "ctest -R '$filter' (quick): rc=$? in $(( $(date +%s) - start )) s"
+  grep -E "tests passed|tests failed" "$out/ctest.log" | tail -2 | tee -a "$summary"
+  grep -E "\(Failed\)|\(Timeout\)|\(SEGFAULT\)|Not Run|Exception" "$out/ctest.log" | head -40 |
+    tee -a "$summary"
+fi
+
+if has tune; then
+  start=$(date +%s)
+  build-device/tools/tune_sm90/tune_sm90 ${TUNE_SEQLENS:-4096 16384} > "$out/tune.txt" 2>&1
+  note "tune: rc=$? in $(( $(date +%s) - start )) s"
+  cat "$out/tune.txt"
+fi
+
+if has sanitize; then
+  start=$(date +%s)
+  for tool in memcheck racecheck synccheck; do
+    for args in "--head-dim 128 --dtype bf16 --seqlen-q 203 --seqlen-k 339 --causal" \
+                "--head-dim 96 --dtype fp16 --seqlen-q 129 --seqlen-k 257 --varlen random" \
+                "--head-dim 192 --dtype bf16 --seqlen-q 113 --seqlen-k 203 --window 64,8 --softcap 20"; do
+      timeout 300 compute-sanitizer --tool $tool --error-exitcode 9 "$cli" verify --device cuda \
+        --backend flash-sm90 --batch 2 --heads 2 --kv-heads 1 $args >> "$out/sanitizer.log" 2>&1
+      rc=$?
+      echo "== $tool $args: rc=$rc" >> "$out/sanitizer.log"
+      [ $rc -eq 0 ] || note "sanitizer FAILED: $tool $args rc=$rc"
+    done
+  done
+  note "sanitizer: $(grep -c 'rc=0$' "$out/sanitizer.log") of $(grep -c '^== ' "$out/sanitizer.log") clean in $(( $(date +%s) - start )) s"
+fi
+
+if has bench; then
+  start=$(date +%s)
+  python3 -m pip install -q --no-build-isolation --no-deps . > "$out/pip.log" 2>&1 ||
+    { note "pip install failed"; tail -20 "$out/pip.log"; }
+  (cd /tmp && timeout 500 python3 -m flashattn.bench ${BENCH_ARGS:-} --json "$out/bench.json") \
+    > "$out/bench.txt" 2> "$out/bench.err"
+  note "bench: rc=$? in $(( $(date +%s) - start )) s"
+  cat "$out/bench.txt"
+fi
+echo; cat "$summary"

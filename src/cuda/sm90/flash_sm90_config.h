@@ -1,0 +1,87 @@
+// Tile shapes of the Hopper flash kernel (wgmma + TMA, sm_90a), and the one chosen per head dim.
+// Plain constexpr arithmetic: the host code (backend, tensor maps) includes it too.
+//
+// A block owns kBlockM = 128 query rows of one (batch, head) and streams kBlockN-key tiles of K
+// and V through a kStages-deep ring in shared memory. Warp roles (FlashAttention-3's layout):
+//   warpgroup 0      producer: one elected lane of warp 0 issues every TMA copy (Q once, then
+//                    K and V per key tile); the warpgroup gives its registers back (setmaxnreg)
+//   warpgroups 1, 2  consumers: each owns 64 query rows end to end (S = Q K^T, softmax,
+//                    O += P V, output); they never exchange data
+// Shared-memory tiles are 128B-swizzled column blocks of 64 elements (cuda/primitives/
+// wgmma_layout.h), one TMA box {64, rows} per block, so a tile's width is the head dim rounded
+// up to 64 (kHeadDimPad): d96 loads a second block whose columns 96-127 lie past the tensor's
+// inner extent and arrive as zeros, and its O accumulator is 128 wide (the last 32 columns are
+// computed on zeros and never stored). Not yet tuned: kBlockN and kStages are first guesses
+// that fit 227 KB and the 240-register consumer budget (issue 10, step 5 measures them).
+#pragma once
+
+namespace flashattn::cuda {
+
+template <int kHeadDim_, int kBlockN_, int kStages_, bool kPingPong_ = false>
+struct Sm90Config {
+  static constexpr int kHeadDim = kHeadDim_;
+  // The consumer warpgroups take turns issuing their products (flash_sm90_kernel.cuh).
+  static constexpr bool kPingPong = kPingPong_;
+  static constexpr int kBlockM = 128;
+  static constexpr int kBlockN = kBlockN_;
+  static constexpr int kStages = kStages_;
+
+  static constexpr int kWarpgroup = 128;  // threads
+  static constexpr int kConsumers = 2;    // warpgroups, 64 rows each
+  static constexpr int kThreads = (1 + kConsumers) * kWarpgroup;
+  static constexpr int kConsumerRows = kBlockM / kConsumers;  // one wgmma m64
+  // 384 threads start at 168 registers each (65536 / 384, __launch_bounds__(384, 1)); the
+  // producer's 168 -> 24 frees 144 * 128 = 18432, the consumers' 168 -> 240 take 72 * 256 = 18432.
+  static constexpr int kProducerRegs = 24, kConsumerRegs = 240;
+
+  static constexpr int kBlockCols = 64;  // elements per 128-byte swizzled row
+  static constexpr int kHeadDimPad = (kHeadDim + kBlockCols - 1) / kBlockCols * kBlockCols;
+  static constexpr int kColBlocks = kHeadDimPad / kBlockCols;
+  static constexpr int kDSteps = kHeadDim / 16;  // k16 steps of QK^T (d96: 6, the zeros skipped)
+  static constexpr int kNSteps = kBlockN / 16;   // k16 steps of PV
+  static constexpr int kNTiles = kBlockN / 8;    // n8 column slabs of S per warp
+  static constexpr int kDTiles = kHeadDimPad / 8;
+  static constexpr int kChunks = kHeadDim / 8;   // 16-byte chunks of an output row
+  // O += P V as kPvSplits products of kPvN columns: one m64n256 accumulator (d256) made ptxas
+  // serialize the wgmmas and spill (C7512, ~1 KB), two of n128 do not.
+  static constexpr int kPvSplits = kHeadDimPad > 192 ? 2 : 1;
+  static constexpr int kPvN = kHeadDimPad / kPvSplits;
+
+  static constexpr int kRowBytes = 128;
+  static constexpr int kQBytes = kBlockM * kRowBytes * kColBlocks;
+  static constexpr int kKvTileBytes = kBlockN * kRowBytes * kColBlocks;  // one K or V tile
+  static constexpr int kQOffset = 0;
+  static constexpr int kKOffset = kQOffset + kQBytes;                     // [kStages]
+  static constexpr int kVOffset = kKOffset + kStages * kKvTileBytes;      // [kStages]
+  static constexpr int kBarOffset = kVOffset + kStages * kKvTileBytes;
+  // mbarriers: q_full, k_full[kStages], v_full[kStages], k_empty[kStages], v_empty[kStages],
+  // 8 bytes each.
+  static constexpr int kBarBytes = 8 * (1 + 4 * kStages);
+  static constexpr int kAlignSlack = 1024;  // the dynamic base rounded up to the swizzle atom
+  static constexpr int kSmemBytes = kBarOffset + kBarBytes + kAlignSlack;
+
+  static_assert(kHeadDim % 16 == 0, "head dim must be a multiple of 16");
+  static_assert(kBlockN % 16 == 0 && kBlockN >= 16 && kBlockN <= 256, "kBlockN: wgmma N");
+  static_assert(kKvTileBytes % 1024 == 0 && kQBytes % 1024 == 0, "tiles keep 1024-alignment");
+  static_assert(kSmemBytes <= 227 * 1024, "shared memory per block exceeds 227 KB");
+  static_assert(kKvTileBytes < (1 << 20), "mbarrier tx-count limit");
+  static_assert(kPvN % kBlockCols == 0, "each PV product starts on a column block");
+};
+
+// The configuration each head dim runs with, from tools/tune_sm90 on the H200 (bf16, 4k and 16k,
+// causal and not; docs/performance.md "flash-sm90"): the widest key tile that fits won at every
+// head dim (N192 over N128 at d64 +4%, N176 over N128 at d128 +4-7%, N80 over N64 at d256 +14%),
+// a third stage gained nothing (the K/V tiles come from L2 in time), ping-pong +0.3-1.7% at
+// d64-d128. Consumer registers per thread: S = kBlockN / 2 floats, P = kBlockN / 4, O =
+// kHeadDimPad / 2: d128 88 + 44 + 64, d256 40 + 20 + 128, under 240. d96 and d192 (not in the
+// tuner) take the shape of their neighbour (d96 is computed 128 wide).
+template <int kHeadDim>
+struct Sm90ConfigFor;
+//                                                  d    N  stages ping-pong   smem
+template <> struct Sm90ConfigFor<64>  { using type = Sm90Config<64, 192, 2, true>; };   // 113 KB
+template <> struct Sm90ConfigFor<96>  { using type = Sm90Config<96, 176, 2, true>; };   // 209 KB
+template <> struct Sm90ConfigFor<128> { using type = Sm90Config<128, 176, 2, true>; };  // 209 KB
+template <> struct Sm90ConfigFor<192> { using type = Sm90Config<192, 96, 2>; };         // 193 KB
+template <> struct Sm90ConfigFor<256> { using type = Sm90Config<256, 80, 2>; };         // 225 KB
+
+}  // namespace flashattn::cuda

@@ -1,0 +1,560 @@
+// The Hopper flash forward kernel (sm_90a): TMA copies into a ring of shared-memory stages that
+// complete on mbarriers, S = Q K^T as wgmma with both operands in shared memory, the online
+// softmax of the shared layer (cuda/attention/fragment_ops.cuh) on the wgmma accumulator, and
+// O += P V as wgmma with P from registers and V (MN-major) from shared memory. Tile shapes and
+// warp roles: flash_sm90_config.h. Version 3 (issue 10, step 3): inside each consumer warpgroup
+// the products of one tile run while the softmax of the next is computed, and (Cfg::kPingPong)
+// the two consumer warpgroups take turns issuing their products; plain stores of O.
+//
+// Per block (kBlockM = 128 query rows of one (batch, head), the TileScheduler's order):
+//   producer (one lane of warp 0):
+//     Q once (kColBlocks boxes of {64, 128} onto q_full);
+//     per key tile j, stage s = it % kStages (parity = the pass over the ring, inverted):
+//       wait k_empty[s]; K[j] onto k_full[s]; wait v_empty[s]; V[j] onto v_full[s]
+//   consumer warpgroup c (rows 64c..64c+63 of the block), key tiles j0..j1:
+//     S0 = Q K0^T; softmax(S0) -> P0
+//     per tile j > j0:  issue S_j = Q K_j^T and O += P_{j-1} V_{j-1} (two wgmma groups);
+//       wait for S_j only, release K_j; softcap / ALiBi, mask, online softmax of S_j -> P_j
+//       while the tensor cores run P_{j-1} V_{j-1}; wait for it, release V_{j-1}; rescale O
+//     O += P_j1 V_j1
+//   epilogue: finalize_row (sink, empty rows: O = 0, LSE = -inf); O staged in the warp's own
+//     Q rows of shared memory (128B-swizzled) and stored in 16-byte chunks; LSE per row.
+// K is released a tile before V because S_j is done long before P_j V_j is issued: with one
+// barrier per stage for both, the producer could not refill K until a tile later.
+// mbarriers: q_full (1 arrival + Q's bytes), k_full[s] and v_full[s] (1 arrival + the tile's
+// bytes), k_empty[s] and v_empty[s] (one arrival per consumer warp, 8: a warp's wgmma_wait
+// covers all its lanes). Both consumers read every K and V tile (the block's key range is one
+// interval, MaskRule::tile_range).
+//
+// Out-of-bounds rows. TMA zero-fills only outside the tensor map's extents: in a dense problem
+// the maps' row extent is seqlen, so a tail tile's rows past it are zeros. In a packed (varlen)
+// problem the map covers the whole packed tensor, and rows past a sequence's end are the next
+// sequence's (or, with seqused_k, keys the caller marked unused, which may hold anything,
+// NaN included): their scores are masked to -inf (mask_fragment: keys >= seqlen_k), their
+// query rows are never stored, and the V rows of the sequence's tail tile past seqlen_k are
+// zeroed in shared memory before P V reads them (P = 0 there, but 0 * NaN = NaN).
+#pragma once
+
+#include <cuda.h>
+#include <cuda_runtime.h>
+
+#include <cmath>
+#include <cstdint>
+#include <string>
+
+#include "common/mask_rule.h"
+#include "common/tile_scheduler.h"
+#include "cuda/attention/fragment_ops.cuh"
+#include "cuda/attention/online_softmax.cuh"
+#include "cuda/attention/score_mod.cuh"
+#include "cuda/common/check.h"
+#include "cuda/common/kernel_args.h"
+#include "cuda/common/tensor_map.h"
+#include "cuda/primitives/arch.h"
+#include "cuda/primitives/elect.cuh"
+#include "cuda/primitives/fence.cuh"
+#include "cuda/primitives/mbarrier.cuh"
+#include "cuda/primitives/mma_sm80.cuh"  // pack2
+#include "cuda/primitives/named_barrier.cuh"
+#include "cuda/primitives/setmaxnreg.cuh"
+#include "cuda/primitives/smem.cuh"
+#include "cuda/primitives/tma.cuh"
+#include "cuda/primitives/wgmma.cuh"
+#include "cuda/primitives/wgmma_layout.h"
+#include "cuda/sm90/flash_sm90.h"
+#include "cuda/sm90/flash_sm90_config.h"
+
+namespace flashattn::cuda {
+namespace sm90 {
+
+// Named barrier ids (0 is __syncthreads'). kVTailBarrier: both consumer warpgroups, after the
+// zeroing of a varlen tail tile's V rows; kEpilogueBarrier + c: consumer warpgroup c;
+// kTurnBarrier + c: consumer c's turn to issue its products (ping-pong; both warpgroups).
+constexpr int kVTailBarrier = 1;
+constexpr int kEpilogueBarrier = 2;
+constexpr int kTurnBarrier = 4;
+
+// An mbarrier wait that traps after about a second (2^31 cycles) instead of hanging the GPU: a
+// phase that never completes (a wrong byte count or parity) then fails the launch with an error.
+// The first try_wait is the fast path; the clock is read only while waiting.
+__device__ __forceinline__ void wait_or_trap(std::uint32_t bar_smem, std::uint32_t parity) {
+  if (ptx::mbarrier_try_wait_parity(bar_smem, parity)) return;
+  const long long start = clock64();
+  while (!ptx::mbarrier_try_wait_parity(bar_smem, parity)) {
+    if (clock64() - start > (1ll << 31)) __trap();
+  }
+}
+
+// Where a block works: its (batch, head), query rows [m0, m0 + kBlockM) of its sequence, the
+// sequence's first rows in q/o/lse and in k/v, its lengths, and the key tiles [n_first, n_end)
+// any of its rows can see (MaskRule::tile_range). A varlen block past its sequence's rows has
+// m0 >= seqlen_q and does nothing.
+struct BlockCoords {
+  std::int64_t b, h, h_kv, m0;
+  std::int64_t q_row0, k_row0;
+  std::int64_t seqlen_q, seqlen_k;
+  int n_first, n_end;
+  int tma_batch;  // the batch coordinate of the TMA boxes: b, or 0 for packed tensors
+
+  __device__ __forceinline__ MaskRule rule(const KernelArgs& args) const {
+    return MaskRule::make(seqlen_q, seqlen_k, args.window_left, args.window_right, false);
+  }
+};
+
+// kVariants = false: the dense kernel (one sequence per batch entry, no left window edge).
+template <class Cfg, bool kVariants>
+__device__ __forceinline__ BlockCoords block_coords(const KernelArgs& args) {
+  const TileCoord tile =
+      TileScheduler::make(args.batch, args.heads, args.seqlen_q, Cfg::kBlockM).tile(blockIdx.x);
+  BlockCoords c;
+  c.b = tile.batch;
+  c.h = tile.head;
+  c.h_kv = c.h / (args.heads / args.kv_heads);
+  c.m0 = tile.m_block * Cfg::kBlockM;
+  SeqInfo seq;
+  if constexpr (kVariants) {
+    seq = args.seq(c.b);
+  } else {
+    seq.seqlen_q = args.seqlen_q;
+    seq.seqlen_k = args.seqlen_k;
+  }
+  c.q_row0 = seq.q_row0;
+  c.k_row0 = seq.k_row0;
+  c.seqlen_q = seq.seqlen_q;
+  c.seqlen_k = seq.seqlen_k;
+  c.tma_batch = args.varlen() ? 0 : static_cast<int>(c.b);
+  std::int64_t first = 0, end = 0;
+  if (c.m0 < c.seqlen_q) c.rule(args).tile_range(c.m0, Cfg::kBlockM, Cfg::kBlockN, &first, &end);
+  c.n_first = static_cast<int>(first);
+  c.n_end = static_cast<int>(end);
+  return c;
+}
+
+// Shared-memory addresses of one block's tiles and barriers (flash_sm90_config.h offsets).
+template <class Cfg>
+struct Smem {
+  std::uint32_t base;
+  __device__ __forceinline__ std::uint32_t q() const { return base + Cfg::kQOffset; }
+  __device__ __forceinline__ std::uint32_t k(int s) const {
+    return base + Cfg::kKOffset + s * Cfg::kKvTileBytes;
+  }
+  __device__ __forceinline__ std::uint32_t v(int s) const {
+    return base + Cfg::kVOffset + s * Cfg::kKvTileBytes;
+  }
+  __device__ __forceinline__ std::uint32_t bar(int i) const { return base + Cfg::kBarOffset + 8 * i; }
+  __device__ __forceinline__ std::uint32_t q_full() const { return bar(0); }
+  __device__ __forceinline__ std::uint32_t k_full(int s) const { return bar(1 + s); }
+  __device__ __forceinline__ std::uint32_t v_full(int s) const { return bar(1 + Cfg::kStages + s); }
+  __device__ __forceinline__ std::uint32_t k_empty(int s) const {
+    return bar(1 + 2 * Cfg::kStages + s);
+  }
+  __device__ __forceinline__ std::uint32_t v_empty(int s) const {
+    return bar(1 + 3 * Cfg::kStages + s);
+  }
+};
+
+// The producer lane: Q, then K and V of every key tile of the block's range.
+template <class Cfg>
+__device__ __forceinline__ void produce(const Smem<Cfg>& sm, const BlockCoords& c,
+                                        const CUtensorMap* q_map, const CUtensorMap* k_map,
+                                        const CUtensorMap* v_map) {
+  ptx::tma_prefetch_map(q_map);
+  ptx::tma_prefetch_map(k_map);
+  ptx::tma_prefetch_map(v_map);
+  const int h = static_cast<int>(c.h), h_kv = static_cast<int>(c.h_kv);
+  ptx::mbarrier_arrive_expect_tx(sm.q_full(), Cfg::kQBytes);
+  const int q_row = static_cast<int>(c.q_row0 + c.m0);
+#pragma unroll
+  for (int blk = 0; blk < Cfg::kColBlocks; ++blk) {
+    ptx::tma_load(sm.q() + blk * Cfg::kBlockM * Cfg::kRowBytes, q_map, sm.q_full(),
+                  blk * Cfg::kBlockCols, q_row, h, c.tma_batch);
+  }
+  int it = 0;
+  for (int j = c.n_first; j < c.n_end; ++j, ++it) {
+    const int s = it % Cfg::kStages;
+    const std::uint32_t parity = (it / Cfg::kStages) & 1;
+    const int k_row = static_cast<int>(c.k_row0 + static_cast<std::int64_t>(j) * Cfg::kBlockN);
+    wait_or_trap(sm.k_empty(s), parity ^ 1);  // the first pass over the ring passes at once
+    ptx::mbarrier_arrive_expect_tx(sm.k_full(s), Cfg::kKvTileBytes);
+#pragma unroll
+    for (int blk = 0; blk < Cfg::kColBlocks; ++blk) {
+      ptx::tma_load(sm.k(s) + blk * Cfg::kBlockN * Cfg::kRowBytes, k_map, sm.k_full(s),
+                    blk * Cfg::kBlockCols, k_row, h_kv, c.tma_batch);
+    }
+    wait_or_trap(sm.v_empty(s), parity ^ 1);
+    ptx::mbarrier_arrive_expect_tx(sm.v_full(s), Cfg::kKvTileBytes);
+#pragma unroll
+    for (int blk = 0; blk < Cfg::kColBlocks; ++blk) {
+      ptx::tma_load(sm.v(s) + blk * Cfg::kBlockN * Cfg::kRowBytes, v_map, sm.v_full(s),
+                    blk * Cfg::kBlockCols, k_row, h_kv, c.tma_batch);
+    }
+  }
+  // Stay until the consumers have released every stage: no copy of ours is in flight when
+  // this thread exits.
+  for (int i = 0; i < Cfg::kStages; ++i, ++it) {
+    wait_or_trap(sm.k_empty(it % Cfg::kStages), ((it / Cfg::kStages) & 1) ^ 1);
+    wait_or_trap(sm.v_empty(it % Cfg::kStages), ((it / Cfg::kStages) & 1) ^ 1);
+  }
+}
+
+// Zeroes rows [row_begin, kBlockN) of a V tile (all column blocks), from the 256 consumer
+// threads (ct = 0..255), then hands the tile to wgmma (proxy fence + barrier of both
+// consumers). Only the varlen tail tile needs it (see the file comment).
+template <class Cfg>
+__device__ __forceinline__ void zero_v_tail(std::uint32_t v_tile, int row_begin, int ct) {
+  constexpr int kRowChunks = Cfg::kRowBytes / 16;
+  const int rows = Cfg::kBlockN - row_begin;
+  const int chunks = rows * kRowChunks * Cfg::kColBlocks;
+  for (int i = ct; i < chunks; i += Cfg::kConsumers * Cfg::kWarpgroup) {
+    const int blk = i / (rows * kRowChunks), rem = i % (rows * kRowChunks);
+    const std::uint32_t addr = v_tile + blk * Cfg::kBlockN * Cfg::kRowBytes +
+                               (row_begin + rem / kRowChunks) * Cfg::kRowBytes +
+                               (rem % kRowChunks) * 16;
+    ptx::st_shared_zero16(addr);
+  }
+  ptx::fence_proxy_async_shared();  // generic stores, read next by wgmma (async proxy)
+  ptx::named_barrier_sync(kVTailBarrier, Cfg::kConsumers * Cfg::kWarpgroup);
+}
+
+// S = Q K^T of one key tile (K in shared memory at k_tile): kDSteps wgmmas committed as one
+// group, not waited for. The caller fences first (wgmma_fence).
+template <typename T, class Cfg>
+__device__ __forceinline__ void issue_qk(float (&s_acc)[Cfg::kBlockN / 2], std::uint64_t q_desc,
+                                         std::uint32_t k_tile) {
+  const std::uint64_t k_desc = ptx::sw128_k_major_desc(k_tile);
+#pragma unroll
+  for (int ds = 0; ds < Cfg::kDSteps; ++ds) {
+    ptx::wgmma_ss<T, Cfg::kBlockN, ptx::Major::kK, ptx::Major::kK>(
+        s_acc, ptx::desc_advance(q_desc, ptx::sw128_k_major_step_bytes(Cfg::kBlockM, ds)),
+        ptx::desc_advance(k_desc, ptx::sw128_k_major_step_bytes(Cfg::kBlockN, ds)), ds > 0);
+  }
+  ptx::wgmma_commit();
+}
+
+// O += P V of one key tile (V at v_tile, MN-major): kPvSplits x kNSteps wgmmas as one group,
+// not waited for.
+template <typename T, class Cfg>
+__device__ __forceinline__ void issue_pv(float (&o)[Cfg::kPvSplits][Cfg::kPvN / 2],
+                                         const std::uint32_t (&p)[Cfg::kNSteps][4],
+                                         std::uint32_t v_tile) {
+#pragma unroll
+  for (int h = 0; h < Cfg::kPvSplits; ++h) {
+    // Columns [h kPvN, (h + 1) kPvN) of V start at column block h kPvN / 64.
+    const std::uint64_t v_desc = ptx::sw128_mn_major_desc(
+        v_tile + h * (Cfg::kPvN / Cfg::kBlockCols) * Cfg::kBlockN * Cfg::kRowBytes, Cfg::kBlockN);
+#pragma unroll
+    for (int ks = 0; ks < Cfg::kNSteps; ++ks) {
+      ptx::wgmma_rs<T, Cfg::kPvN, ptx::Major::kMN>(
+          o[h], p[ks], ptx::desc_advance(v_desc, ptx::sw128_mn_major_step_bytes(ks)), true);
+    }
+  }
+  ptx::wgmma_commit();
+}
+
+// One consumer warpgroup: 64 query rows through every key tile, then the output.
+template <typename T, class Cfg, bool kVariants>
+__device__ __forceinline__ void consume(const KernelArgs& args, const Smem<Cfg>& sm,
+                                        const BlockCoords& c, int consumer, int ct) {
+  constexpr int kBlockN = Cfg::kBlockN, kNTiles = Cfg::kNTiles, kDTiles = Cfg::kDTiles;
+  const int t = ct % Cfg::kWarpgroup;  // thread in the warpgroup
+  const int warp = t / 32, lane = t % 32, g = lane / 4, tq = lane % 4;
+  const int wg_row = consumer * Cfg::kConsumerRows;      // within the block
+  const std::int64_t lane_row = c.m0 + wg_row + 16 * warp + g;  // within the sequence
+  const MaskRule rule =
+      kVariants ? c.rule(args)
+                : MaskRule::make(args.seqlen_q, args.seqlen_k, -1, args.window_right, false);
+  ScoreMod mod;
+  if constexpr (kVariants) mod = ScoreMod::make(args, c.b, c.h);
+
+  float row_max[1][2] = {{-INFINITY, -INFINITY}}, row_sum[1][2] = {{0.0f, 0.0f}}, alpha[1][2];
+  // The accumulators in wgmma's register order, viewed as the fragment_ops layout: register
+  // 4 nt + e of a thread is [0][nt][e] (wgmma_layout.h acc_row / acc_col; checked on the CPU in
+  // tests/cuda/sm90_layout_test.cc).
+  // O is kPvSplits accumulators of kPvN columns (d256: two of 128; one m64n256 accumulator
+  // made ptxas serialize the wgmmas and spill ~1 KB, C7512); in memory order they are the
+  // columns left to right, so the Fragment view covers them all.
+  constexpr int kPvN = Cfg::kPvN;
+  Fragment<1, kDTiles> o_frag;
+  float(&o)[Cfg::kPvSplits][kPvN / 2] =
+      reinterpret_cast<float(&)[Cfg::kPvSplits][kPvN / 2]>(o_frag);
+#pragma unroll
+  for (int h = 0; h < Cfg::kPvSplits; ++h) {
+#pragma unroll
+    for (int i = 0; i < kPvN / 2; ++i) o[h][i] = 0.0f;
+  }
+
+  // Q rows of this warpgroup: 64 rows into each 128-row column block, 1024-aligned.
+  const std::uint64_t q_desc = ptx::sw128_k_major_desc(sm.q() + wg_row * Cfg::kRowBytes);
+  wait_or_trap(sm.q_full(), 0);  // also when there is no key tile: O is staged over Q below
+
+  // Score transforms, mask and online softmax of key tile j's scores (first key n0), in place.
+  // True when a row's max moved (O then needs alpha).
+  auto softmax = [&](Fragment<1, kNTiles>& s_frag, std::int64_t n0) {
+    if constexpr (kVariants) {
+      if (args.softcap > 0.0f || args.alibi_slopes != nullptr) {
+        score_mod_fragment<1, kNTiles>(s_frag, mod, lane_row, c.seqlen_k - c.seqlen_q, n0, tq);
+      }
+    }
+    if (rule.tile_needs_mask(c.m0 + wg_row, Cfg::kConsumerRows, n0, kBlockN)) {
+      mask_fragment<1, kNTiles>(s_frag, rule, lane_row, n0, tq);
+    }
+    return softmax_update<1, kNTiles>(s_frag, row_max, row_sum, alpha, args.scale_log2);
+  };
+  // P in 16 bits as PV's A fragments.
+  auto pack_p = [&](const float(&s_acc)[kBlockN / 2], std::uint32_t(&p)[Cfg::kNSteps][4]) {
+#pragma unroll
+    for (int ks = 0; ks < Cfg::kNSteps; ++ks) {
+#pragma unroll
+      for (int r = 0; r < 4; ++r) {
+        p[ks][r] = ptx::pack2<T>(s_acc[ptx::acc_index_of_a(ks, r, 0)],
+                                 s_acc[ptx::acc_index_of_a(ks, r, 1)]);
+      }
+    }
+  };
+  // The varlen tail tile's V rows past seqlen_k are zeroed before P V reads them (file comment).
+  auto prepare_v = [&](int stage, std::int64_t n0) {
+    if constexpr (kVariants) {
+      if (args.varlen() && n0 + kBlockN > c.seqlen_k) {
+        zero_v_tail<Cfg>(sm.v(stage), static_cast<int>(c.seqlen_k - n0), ct);
+      }
+    }
+  };
+  // A warp is done with a stage's K or V once its wgmma_wait has returned.
+  auto release = [&](std::uint32_t bar_smem) {
+    if (lane == 0) ptx::mbarrier_arrive(bar_smem);
+  };
+  auto fence_p_o = [&](std::uint32_t(&p)[Cfg::kNSteps][4]) {
+#pragma unroll
+    for (int ks = 0; ks < Cfg::kNSteps; ++ks) ptx::fence_operands(p[ks]);
+#pragma unroll
+    for (int h = 0; h < Cfg::kPvSplits; ++h) ptx::fence_operands(o[h]);
+  };
+
+  // Ping-pong (Cfg::kPingPong): the two consumers take turns issuing their wgmmas, so the
+  // softmax of one runs while the tensor cores work for the other (FlashAttention-3's warp
+  // scheduler barriers). A turn starts when the other consumer has ended its own; consumer 1
+  // lets consumer 0 start, and skips the hand-back after its last turn, which nobody awaits.
+  constexpr int kBoth = Cfg::kConsumers * Cfg::kWarpgroup;
+  auto turn_begin = [&] {
+    if constexpr (Cfg::kPingPong) ptx::named_barrier_sync(kTurnBarrier + consumer, kBoth);
+  };
+  auto turn_end = [&](bool last) {
+    if constexpr (Cfg::kPingPong) {
+      if (!(last && consumer == 1)) ptx::named_barrier_arrive(kTurnBarrier + 1 - consumer, kBoth);
+    }
+  };
+
+  const int tiles = c.n_end - c.n_first;
+  if (tiles > 0) {
+    if constexpr (Cfg::kPingPong) {
+      if (consumer == 1) ptx::named_barrier_arrive(kTurnBarrier, kBoth);
+    }
+    std::uint32_t p[Cfg::kNSteps][4];
+    {  // The first tile: S, softmax, P (O is still 0: nothing to rescale).
+      Fragment<1, kNTiles> s_frag;
+      float(&s_acc)[kBlockN / 2] = reinterpret_cast<float(&)[kBlockN / 2]>(s_frag);
+      wait_or_trap(sm.k_full(0), 0);
+      ptx::fence_operands(s_acc);
+      turn_begin();
+      ptx::wgmma_fence();
+      issue_qk<T, Cfg>(s_acc, q_desc, sm.k(0));
+      turn_end(false);
+      ptx::wgmma_wait<0>();
+      ptx::fence_operands(s_acc);
+      release(sm.k_empty(0));
+      softmax(s_frag, static_cast<std::int64_t>(c.n_first) * kBlockN);
+      pack_p(s_acc, p);
+    }
+    for (int it = 1; it < tiles; ++it) {
+      const int s = it % Cfg::kStages, prev = (it - 1) % Cfg::kStages;
+      const std::uint32_t parity = (it / Cfg::kStages) & 1;
+      const std::uint32_t prev_parity = ((it - 1) / Cfg::kStages) & 1;
+      const std::int64_t n0 = static_cast<std::int64_t>(c.n_first + it) * kBlockN;
+
+      // Issue S_j = Q K_j^T, then O += P_{j-1} V_{j-1}: two groups, in this order.
+      Fragment<1, kNTiles> s_frag;
+      float(&s_acc)[kBlockN / 2] = reinterpret_cast<float(&)[kBlockN / 2]>(s_frag);
+      wait_or_trap(sm.k_full(s), parity);
+      wait_or_trap(sm.v_full(prev), prev_parity);
+      prepare_v(prev, n0 - kBlockN);
+      ptx::fence_operands(s_acc);
+      fence_p_o(p);
+      turn_begin();
+      ptx::wgmma_fence();
+      issue_qk<T, Cfg>(s_acc, q_desc, sm.k(s));
+      issue_pv<T, Cfg>(o, p, sm.v(prev));
+      turn_end(false);
+
+      // The softmax of S_j while P_{j-1} V_{j-1} runs; S_j becomes P_j in P_{j-1}'s registers
+      // once that product is done (FlashAttention-3's order: one P live, not two).
+      ptx::wgmma_wait<1>();
+      ptx::fence_operands(s_acc);
+      release(sm.k_empty(s));
+      const bool moved = softmax(s_frag, n0);
+
+      ptx::wgmma_wait<0>();
+      fence_p_o(p);
+      release(sm.v_empty(prev));
+      pack_p(s_acc, p);
+      rescale_fragment<1, kDTiles>(o_frag, alpha, moved);
+    }
+    // The last tile's P V.
+    const int last = (tiles - 1) % Cfg::kStages;
+    wait_or_trap(sm.v_full(last), ((tiles - 1) / Cfg::kStages) & 1);
+    prepare_v(last, static_cast<std::int64_t>(c.n_end - 1) * kBlockN);
+    fence_p_o(p);
+    turn_begin();
+    ptx::wgmma_fence();
+    issue_pv<T, Cfg>(o, p, sm.v(last));
+    turn_end(true);
+    ptx::wgmma_wait<0>();
+    fence_p_o(p);
+    release(sm.v_empty(last));
+  }
+
+  // Epilogue. Every warp of the warpgroup is past its last wgmma (which read all 64 Q rows)
+  // before any warp overwrites its Q rows with O.
+  ptx::named_barrier_sync(kEpilogueBarrier + consumer, Cfg::kWarpgroup);
+  const float sink = kVariants ? sink_raw(args, c.h) : -INFINITY;
+  const std::int64_t seqlen_q = kVariants ? c.seqlen_q : args.seqlen_q;
+  float* lse_gmem = args.lse == nullptr
+                        ? nullptr
+                        : args.lse + c.b * args.lse_stride[0] + c.h * args.lse_stride[1] +
+                              c.q_row0 * args.lse_stride[2];
+  unsigned char* q_rows_smem =
+      reinterpret_cast<unsigned char*>(__cvta_shared_to_generic(sm.q()));
+#pragma unroll
+  for (int hh = 0; hh < 2; ++hh) {
+    const RowResult r =
+        finalize_row(row_max[0][hh], reduce_sum_lanes<4>(row_sum[0][hh]), sink, args.scale_log2);
+    const int row = wg_row + 16 * warp + g + 8 * hh;  // within the block
+#pragma unroll
+    for (int dt = 0; dt < kDTiles; ++dt) {
+      if (8 * dt >= Cfg::kHeadDim) continue;  // d96: the zero columns
+      const std::uint32_t packed =
+          ptx::pack2<T>(o_frag[0][dt][2 * hh] * r.inv, o_frag[0][dt][2 * hh + 1] * r.inv);
+      *reinterpret_cast<std::uint32_t*>(
+          q_rows_smem + ptx::sw128_offset(Cfg::kBlockM, row, 8 * dt + 2 * tq)) = packed;
+    }
+    const std::int64_t row_seq = c.m0 + row;
+    if (lse_gmem != nullptr && tq == 0 && row_seq < seqlen_q) {
+      lse_gmem[row_seq * args.lse_stride[2]] = r.lse;
+    }
+  }
+  __syncwarp();
+  T* o_gmem = static_cast<T*>(args.o) + c.b * args.o_stride[0] + c.q_row0 * args.o_stride[1] +
+              c.h * args.o_stride[2];
+  const int warp_row = wg_row + 16 * warp;
+#pragma unroll
+  for (int i = lane; i < 16 * Cfg::kChunks; i += 32) {
+    const int r = i / Cfg::kChunks, ch = i % Cfg::kChunks;
+    const std::int64_t row_seq = c.m0 + warp_row + r;
+    if (row_seq < seqlen_q) {
+      const uint4 chunk = *reinterpret_cast<const uint4*>(
+          q_rows_smem + ptx::sw128_offset(Cfg::kBlockM, warp_row + r, 8 * ch));
+      *reinterpret_cast<uint4*>(o_gmem + row_seq * args.o_stride[1] + ch * 8) = chunk;
+    }
+  }
+}
+
+}  // namespace sm90
+
+// kVariants: the general kernel (varlen, a window's left edge, softcap, ALiBi, sinks) or the
+// dense one, as flash-sm80 splits them.
+template <typename T, class Cfg, bool kVariants>
+__global__ void __launch_bounds__(Cfg::kThreads, 1)
+flash_sm90_kernel(const __grid_constant__ KernelArgs args,
+                  const __grid_constant__ CUtensorMap q_map,
+                  const __grid_constant__ CUtensorMap k_map,
+                  const __grid_constant__ CUtensorMap v_map) {
+#if defined(FA_SM90A_PTX)
+  extern __shared__ unsigned char smem_raw[];
+  const std::uint32_t raw = ptx::smem_addr(smem_raw);
+  const sm90::Smem<Cfg> sm{raw + (1024 - raw % 1024) % 1024};  // the swizzle atom's alignment
+  const int tid = static_cast<int>(threadIdx.x), warpgroup = tid / Cfg::kWarpgroup;
+  const sm90::BlockCoords c = sm90::block_coords<Cfg, kVariants>(args);
+  // varlen: a block past its sequence's rows does nothing. It does not return here: an exit
+  // before setmaxnreg made ptxas hold the consumers near 180 registers (C7512, ~300 bytes of
+  // spills).
+  const bool idle = kVariants && c.m0 >= c.seqlen_q;
+  if (tid == 0) {
+    ptx::mbarrier_init(sm.q_full(), 1);
+#pragma unroll
+    for (int s = 0; s < Cfg::kStages; ++s) {
+      ptx::mbarrier_init(sm.k_full(s), 1);
+      ptx::mbarrier_init(sm.v_full(s), 1);
+      ptx::mbarrier_init(sm.k_empty(s), Cfg::kConsumers * Cfg::kWarpgroup / 32);
+      ptx::mbarrier_init(sm.v_empty(s), Cfg::kConsumers * Cfg::kWarpgroup / 32);
+    }
+    ptx::fence_mbarrier_init();
+  }
+  __syncthreads();
+
+  // The consumers' branch comes first and returns: with the producer's first (an if / else
+  // joining at the end), ptxas held the consumers near 180 registers and spilled (276-892
+  // bytes at d128) instead of using the 240 they hold after setmaxnreg.
+  if (warpgroup != 0) {
+    ptx::setmaxnreg_inc<Cfg::kConsumerRegs>();
+    if (!idle) sm90::consume<T, Cfg, kVariants>(args, sm, c, warpgroup - 1, tid - Cfg::kWarpgroup);
+    return;
+  }
+  ptx::setmaxnreg_dec<Cfg::kProducerRegs>();
+  // Warps 1-3 exit at once (no named barrier counts them).
+  if (!idle && tid / 32 == 0 && ptx::elect_one_sync()) {
+    sm90::produce<Cfg>(sm, c, &q_map, &k_map, &v_map);
+  }
+#endif
+}
+
+// Whether the params need the general kernel: anything but keys [0, a right edge) per row.
+inline bool sm90_needs_variant_kernel(const KernelArgs& args) {
+  return args.varlen() || args.window_left >= 0 || args.softcap > 0.0f ||
+         args.alibi_slopes != nullptr || args.sinks != nullptr;
+}
+
+template <typename T, class Cfg>
+Status launch_flash_sm90_config(const KernelArgs& args, const Sm90Extents& ext,
+                                cudaStream_t stream) {
+  // The maps live in this frame until the launch has copied its parameters.
+  CUtensorMap q_map{}, k_map{}, v_map{};
+  {
+    const Status st = sm90_tensor_map(&q_map, "q", args.dtype, args.q, args.q_stride, ext.q_rows,
+                                      args.heads, ext.batch, args.head_dim, Cfg::kBlockM);
+    if (!st.ok()) return st;
+  }
+  if (ext.k_rows > 0) {
+    const Status st = sm90_tensor_map(&k_map, "k", args.dtype, args.k, args.k_stride, ext.k_rows,
+                                      args.kv_heads, ext.batch, args.head_dim, Cfg::kBlockN);
+    if (!st.ok()) return st;
+    const Status st_v = sm90_tensor_map(&v_map, "v", args.dtype, args.v, args.v_stride,
+                                        ext.k_rows, args.kv_heads, ext.batch, args.head_dim,
+                                        Cfg::kBlockN);
+    if (!st_v.ok()) return st_v;
+  } else {
+    k_map = q_map;  // no keys: no block loads a K or V tile (every tile range is empty)
+    v_map = q_map;
+  }
+  auto kernel = sm90_needs_variant_kernel(args) ? flash_sm90_kernel<T, Cfg, true>
+                                                : flash_sm90_kernel<T, Cfg, false>;
+  FA_CUDA_RETURN_IF_ERROR(
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Cfg::kSmemBytes),
+      "flash-sm90: cudaFuncSetAttribute(max dynamic shared memory)");
+  const std::int64_t tiles =
+      TileScheduler::make(args.batch, args.heads, args.seqlen_q, Cfg::kBlockM).tiles();
+  constexpr std::int64_t kMaxGrid = 0x7fffffff;  // grid.x limit
+  if (tiles > kMaxGrid) {
+    return Status(StatusCode::kUnsupported,
+                  "flash-sm90: batch * heads * ceil(seqlen_q / " + std::to_string(Cfg::kBlockM) +
+                      ") = " + std::to_string(tiles) + " blocks exceeds the grid limit 2^31 - 1");
+  }
+  kernel<<<static_cast<unsigned>(tiles), Cfg::kThreads, Cfg::kSmemBytes, stream>>>(
+      args, q_map, k_map, v_map);
+  return check_launch("flash_sm90_kernel");
+}
+
+template <typename T, int kHeadDim>
+Status launch_flash_sm90(const KernelArgs& args, const Sm90Extents& ext, cudaStream_t stream) {
+  return launch_flash_sm90_config<T, typename Sm90ConfigFor<kHeadDim>::type>(args, ext, stream);
+}
+
+}  // namespace flashattn::cuda

@@ -1,0 +1,91 @@
+// flash-sm90's layout assumptions, checked on the CPU: the wgmma accumulator viewed as the
+// fragment_ops layout (the kernel reinterprets float[N / 2] as Fragment<1, N / 8>), the tile
+// configurations (alignment, budgets, TMA boxes), and the staging of O over Q's rows.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <set>
+
+#include "cuda/primitives/wgmma_layout.h"
+#include "cuda/sm90/flash_sm90_config.h"
+
+namespace flashattn::cuda {
+namespace {
+
+// fragment_ops.cuh: lane l (g = l / 4, t = l % 4) of a warp whose rows start at row0 holds
+// frag[0][nt][e] at row row0 + g + 8 (e / 2), column 8 nt + 2 t + e % 2. Flattened row-major,
+// frag[0][nt][e] is register 4 nt + e: it must be where wgmma puts that element (warp w of the
+// warpgroup: row0 = 16 w).
+TEST(Sm90FlashLayout, AccumulatorIsTheFragmentLayout) {
+  for (int n : {64, 96, 128, 256}) {
+    for (int t = 0; t < 128; ++t) {
+      const int w = t / 32, l = t % 32, g = l / 4, tq = l % 4;
+      for (int nt = 0; nt < n / 8; ++nt) {
+        for (int e = 0; e < 4; ++e) {
+          const int i = 4 * nt + e;
+          EXPECT_EQ(ptx::acc_row(t, i), 16 * w + g + 8 * (e / 2)) << n << " " << t << " " << i;
+          EXPECT_EQ(ptx::acc_col(t, i), 8 * nt + 2 * tq + e % 2) << n << " " << t << " " << i;
+        }
+      }
+    }
+  }
+}
+
+// P's A fragment for PV k-step ks (keys 16 ks..16 ks + 15) packs registers
+// acc_index_of_a(ks, r, half) of S: those hold rows and keys the A layout asks for.
+TEST(Sm90FlashLayout, ProbabilitiesPackAsPvOperand) {
+  for (int t = 0; t < 128; ++t) {
+    for (int ks = 0; ks < 8; ++ks) {
+      for (int r = 0; r < 4; ++r) {
+        for (int half = 0; half < 2; ++half) {
+          const int i = ptx::acc_index_of_a(ks, r, half);
+          EXPECT_EQ(ptx::acc_row(t, i), ptx::a_frag_row(t, r));
+          EXPECT_EQ(ptx::acc_col(t, i), 16 * ks + ptx::a_frag_col(t, r, half));
+        }
+      }
+    }
+  }
+}
+
+template <class Cfg>
+void check_config() {
+  SCOPED_TRACE(Cfg::kHeadDim);
+  EXPECT_EQ(Cfg::kKOffset % 1024, 0);
+  EXPECT_EQ(Cfg::kVOffset % 1024, 0);
+  EXPECT_EQ(Cfg::kBarOffset % 8, 0);
+  EXPECT_LE(Cfg::kSmemBytes, 227 * 1024);
+  EXPECT_EQ(Cfg::kKvTileBytes, Cfg::kColBlocks * 64 * Cfg::kBlockN * 2);  // whole TMA boxes
+  EXPECT_EQ(Cfg::kQBytes, Cfg::kColBlocks * 64 * Cfg::kBlockM * 2);
+  EXPECT_LE(Cfg::kBlockM, 256);  // TMA box rows
+  EXPECT_LE(Cfg::kBlockN, 256);
+  EXPECT_GE(Cfg::kHeadDimPad, Cfg::kHeadDim);
+  EXPECT_EQ(Cfg::kHeadDimPad % 64, 0);
+  EXPECT_EQ(Cfg::kConsumerRows, 64);  // one wgmma m64 per consumer warpgroup
+  // The second consumer's Q rows start on a swizzle atom (its descriptor has no base offset).
+  EXPECT_EQ(Cfg::kConsumerRows * 128 % 1024, 0);
+  // Registers a consumer thread keeps across the key loop: S, P and O, under the 240 cap with
+  // room for addresses and the softmax.
+  EXPECT_LE(Cfg::kBlockN / 2 + Cfg::kBlockN / 4 + Cfg::kHeadDimPad / 2, 200);
+  // The budget split: producer + consumers = 65536 registers for 384 threads.
+  EXPECT_LE(Cfg::kWarpgroup * (Cfg::kProducerRegs + Cfg::kConsumers * Cfg::kConsumerRegs), 65536);
+  // O staged over Q: every (row, column) of the output lands on its own 2 bytes of Q's tile.
+  std::set<std::uint32_t> seen;
+  for (int row = 0; row < Cfg::kBlockM; ++row) {
+    for (int col = 0; col < Cfg::kHeadDim; ++col) {
+      const std::uint32_t off = ptx::sw128_offset(Cfg::kBlockM, row, col);
+      EXPECT_LT(off + 2, static_cast<std::uint32_t>(Cfg::kQBytes) + 1);
+      EXPECT_TRUE(seen.insert(off).second) << row << " " << col;
+    }
+  }
+}
+
+TEST(Sm90FlashLayout, ConfigsFit) {
+  check_config<Sm90ConfigFor<64>::type>();
+  check_config<Sm90ConfigFor<96>::type>();
+  check_config<Sm90ConfigFor<128>::type>();
+  check_config<Sm90ConfigFor<192>::type>();
+  check_config<Sm90Config<256, 64, 2>>();
+}
+
+}  // namespace
+}  // namespace flashattn::cuda

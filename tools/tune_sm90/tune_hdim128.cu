@@ -1,0 +1,14 @@
+#include "candidate_def.cuh"
+
+namespace flashattn::tune {
+using cuda::Sm90Config;
+void add_hdim128(std::vector<Candidate>* out) {
+  //                                      d    N  stages ping-pong
+  out->push_back(make_candidate<Sm90Config<128, 128, 2, true>>());
+  out->push_back(make_candidate<Sm90Config<128, 128, 2, false>>());
+  out->push_back(make_candidate<Sm90Config<128, 128, 3, true>>());
+  out->push_back(make_candidate<Sm90Config<128, 176, 2, true>>());
+  out->push_back(make_candidate<Sm90Config<128, 176, 2, false>>());
+  out->push_back(make_candidate<Sm90Config<128, 64, 4, true>>());
+}
+}  // namespace flashattn::tune
