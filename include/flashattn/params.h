@@ -69,6 +69,11 @@ struct ForwardParams {
   // cache for any value, but the result is then unspecified). Sequences must not share a page
   // they append to.
   TensorView k_cache, v_cache, cache_seqlens, block_table;
+  // Split-KV (KV cache calls): the keys of each (sequence, kv head) are split across this many
+  // blocks whose partial results are merged (flashattn/combine.h's rule); 0 lets the backend pick
+  // from the GPU's size and the shape, 1 is no split. The result is the same up to float32
+  // rounding for any count; the CPU backends compute unsplit. At most kMaxSplits.
+  int num_splits = 0;
 
   // Scratch memory for the backend, at least workspace_bytes() of it (device memory of q's
   // device for the CUDA backends, 16-byte aligned). With it forward() neither allocates nor
@@ -97,6 +102,9 @@ struct ForwardParams {
   }
   std::int64_t kv_heads() const { return kv_cache() ? k_cache.shape[2] : k.shape[k.rank - 2]; }
 };
+
+// The largest split count ForwardParams::num_splits takes.
+constexpr int kMaxSplits = 256;
 
 // Head dims every backend accepts: multiples of 8 from 8 to 256.
 constexpr int kHeadDimStep = 8;

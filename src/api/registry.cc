@@ -19,9 +19,10 @@ const std::array<const Backend*, 6>& registry() {
 // "auto" takes the first usable backend that supports the params, in this order per device type.
 // The Hopper kernel first (usable on compute capability 9.0 only); then the mma.sync kernel
 // (Ampere, Ada, and Hopper problems flash-sm90 does not take); "flash" covers what neither does
-// (fp32, other head dims, GPUs older than sm_80).
+// (fp32, other head dims, GPUs older than sm_80). On the CPU, the float64 reference takes what
+// cpu-flash does not (a KV cache).
 constexpr std::array<std::string_view, 3> kAutoCuda = {"flash-sm90", "flash-sm80", "flash"};
-constexpr std::array<std::string_view, 1> kAutoCpu = {"cpu-flash"};
+constexpr std::array<std::string_view, 2> kAutoCpu = {"cpu-flash", "cpu-reference"};
 
 std::string known_names() {
   std::string s;

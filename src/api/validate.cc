@@ -578,6 +578,11 @@ Status validate(const ForwardParams& p) {
                   static_cast<double>(p.softcap));
     return fail(StatusCode::kInvalidArgument, text);
   }
+  if (p.num_splits < 0 || p.num_splits > kMaxSplits) {
+    return fail(StatusCode::kInvalidArgument,
+                "num_splits = " + std::to_string(p.num_splits) + ", expected 0 (chosen) to " +
+                    std::to_string(kMaxSplits));
+  }
   if (varlen) {
     for (auto [m, name] : {std::pair{p.max_seqlen_q, "max_seqlen_q"},
                            std::pair{p.max_seqlen_k, "max_seqlen_k"}}) {
