@@ -20,8 +20,8 @@
 // Rules (validate_combine()): as forward()'s for its outputs: head_dim one forward accepts, last
 // dim contiguous, other strides multiples of 16 bytes (4 for the LSEs), 16-byte aligned pointers
 // (4 for the LSEs), every tensor on out's device, outputs not overlapping any input or each other.
-// Only host (CPU) tensors are implemented for now: CUDA tensors pass validation and are refused by
-// combine() with kUnsupported. On any error nothing is written.
+// Host tensors merge in float64; CUDA tensors in float32 on `stream`, at most 32 parts per call
+// (more: kUnsupported; merge them in groups). On any error nothing is written.
 #pragma once
 
 #include <vector>
@@ -42,8 +42,8 @@ struct CombineParams {
 // Checks every argument on the host; writes nothing.
 Status validate_combine(const CombineParams& params);
 
-// Validates, then merges on out's device (host tensors only for now; `stream` is for the CUDA
-// implementation to come). On any error nothing is written.
+// Validates, then merges on out's device (CUDA: on `stream`, neither allocating nor
+// synchronizing). On any error nothing is written.
 Status combine(const CombineParams& params, StreamHandle stream = nullptr);
 
 }  // namespace flashattn

@@ -73,5 +73,6 @@ const Backend* cuda_naive_backend();
 const Backend* cuda_flash_backend();
 const Backend* cuda_flash_sm80_backend();
 const Backend* cuda_flash_sm90_backend();
+const Backend* cuda_flash_decode_backend();
 
 }  // namespace flashattn

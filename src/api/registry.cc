@@ -9,10 +9,11 @@
 namespace flashattn {
 namespace {
 
-const std::array<const Backend*, 6>& registry() {
-  static const std::array<const Backend*, 6> kBackends = {
-      cpu_reference_backend(), cpu_flash_backend(),       cuda_naive_backend(),
-      cuda_flash_backend(),    cuda_flash_sm80_backend(), cuda_flash_sm90_backend()};
+const std::array<const Backend*, 7>& registry() {
+  static const std::array<const Backend*, 7> kBackends = {
+      cpu_reference_backend(),   cpu_flash_backend(),       cuda_naive_backend(),
+      cuda_flash_backend(),      cuda_flash_sm80_backend(), cuda_flash_sm90_backend(),
+      cuda_flash_decode_backend()};
   return kBackends;
 }
 
@@ -20,8 +21,10 @@ const std::array<const Backend*, 6>& registry() {
 // The Hopper kernel first (usable on compute capability 9.0 only); then the mma.sync kernel
 // (Ampere, Ada, and Hopper problems flash-sm90 does not take); "flash" covers what neither does
 // (fp32, other head dims, GPUs older than sm_80). On the CPU, the float64 reference takes what
-// cpu-flash does not (a KV cache).
-constexpr std::array<std::string_view, 3> kAutoCuda = {"flash-sm90", "flash-sm80", "flash"};
+// cpu-flash does not (a KV cache). KV-cache calls go to flash-decode, the one GPU backend with a
+// KV cache.
+constexpr std::array<std::string_view, 4> kAutoCuda = {"flash-sm90", "flash-sm80", "flash",
+                                                       "flash-decode"};
 constexpr std::array<std::string_view, 2> kAutoCpu = {"cpu-flash", "cpu-reference"};
 
 std::string known_names() {

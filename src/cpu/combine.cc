@@ -1,10 +1,12 @@
-// The host merge of partial attention results, and the public combine() (flashattn/combine.h).
+// The host merge of partial attention results, and the public combine() (flashattn/combine.h),
+// which sends CUDA tensors to cuda::combine_cuda.
 #include "cpu/combine.h"
 
 #include <string>
 
 #include "common/dtype_convert.h"
 #include "cpu/host_loop.h"
+#include "cuda/decode/combine_cuda.h"
 
 namespace flashattn::cpu {
 
@@ -67,14 +69,10 @@ void combine_f64(const std::vector<const double*>& outs, const std::vector<const
 
 namespace flashattn {
 
-Status combine(const CombineParams& params, StreamHandle /*stream*/) {
+Status combine(const CombineParams& params, StreamHandle stream) {
   Status st = validate_combine(params);
   if (!st.ok()) return st;
-  if (params.out.device.type != DeviceType::kCPU) {
-    return Status(StatusCode::kUnsupported,
-                  "combine() has no CUDA implementation yet: out.device = " +
-                      device_name(params.out.device) + " (host tensors only)");
-  }
+  if (params.out.device.type == DeviceType::kCUDA) return cuda::combine_cuda(params, stream);
   return cpu::combine_host(params);
 }
 

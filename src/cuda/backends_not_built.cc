@@ -1,6 +1,7 @@
 // Built with FLASHATTN_BUILD_CUDA_KERNELS=OFF: the GPU backends exist in the registry (so names,
 // `flashattn info` and errors stay the same) but say they were not built.
 #include "api/backend.h"
+#include "cuda/decode/combine_cuda.h"
 
 namespace flashattn {
 namespace {
@@ -45,5 +46,18 @@ const Backend* cuda_flash_backend() {
   static const NotBuiltBackend b("flash", "GPU fused online-softmax kernel (CUDA cores)");
   return &b;
 }
+
+const Backend* cuda_flash_decode_backend() {
+  static const NotBuiltBackend b("flash-decode", "GPU KV-cache kernel (CUDA cores, split-KV)");
+  return &b;
+}
+
+namespace cuda {
+Status combine_cuda(const CombineParams& /*params*/, StreamHandle /*stream*/) {
+  return Status(StatusCode::kBackendUnavailable,
+                "combine() on CUDA tensors: not built (configure with "
+                "-DFLASHATTN_BUILD_CUDA_KERNELS=ON)");
+}
+}  // namespace cuda
 
 }  // namespace flashattn

@@ -1,0 +1,81 @@
+// The "flash-decode" backend's launchers (KV-cache calls: the append of new tokens, split-KV
+// attention, the merge of the splits), and the split count and workspace they use.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "common/host_device.h"
+#include "cuda/common/kernel_args.h"
+#include "flashattn/forward.h"
+
+namespace flashattn::cuda {
+
+// The new tokens (ForwardParams::k / v of a KV-cache call), which KernelArgs does not carry: its
+// k and v are the cache.
+struct DecodeNewTokens {
+  const void* k = nullptr;
+  const void* v = nullptr;
+  std::int64_t k_stride[3] = {0, 0, 0}, v_stride[3] = {0, 0, 0};
+};
+
+// The cache's bounds, which the kernels hold every access to whatever cache_seqlens and
+// block_table hold (on a CUDA device validate() cannot read them without synchronizing): a
+// sequence's keys are clamped to [0, capacity], a page index outside [0, num_pages) reads zeros
+// and is never written.
+struct DecodeBounds {
+  std::int64_t capacity = 0;   // keys per sequence
+  std::int64_t num_pages = 0;  // paged: pages in the cache; 0: contiguous
+};
+
+// How the keys are split and where the splits' partial results go (splits > 1): o_part float32
+// [splits][batch][seqlen_q][heads][head_dim], lse_part float32 [splits][batch][heads][seqlen_q],
+// both in the caller's workspace.
+struct DecodeSplit {
+  std::int64_t splits = 1;
+  float* o_part = nullptr;
+  float* lse_part = nullptr;
+  DecodeBounds bounds;
+};
+
+// The grid of one split-KV launch: splits x row chunks x kv heads blocks along x, batch along y.
+struct DecodeShape {
+  std::int64_t chunks = 0;    // ceil(seqlen_q * heads / kv_heads / 16)
+  std::int64_t key_tiles = 0; // tiles of the cache's capacity (an upper bound on any sequence's)
+  int block_n = 0;
+};
+DecodeShape decode_shape(const ForwardParams& p);
+
+// The split count a call runs with: params.num_splits when set; else enough blocks to fill the
+// GPU (sm_count x 4 blocks, from each block's 80 KB of shared memory at d128: two per SM, twice
+// over for the tail), at least 4 key tiles per split, at most kMaxSplits.
+std::int64_t decode_splits(const ForwardParams& p, int sm_count);
+
+// Workspace bytes for `splits` (0 for one split).
+std::size_t decode_workspace_bytes(const ForwardParams& p, std::int64_t splits);
+
+// T is float, __nv_bfloat16 or __half; kD the head-dim bucket (64, 128, 256): any head_dim <=
+// kD that is a multiple of 8. Appends the new tokens (if any), runs the splits, merges them.
+template <typename T, int kD>
+Status launch_decode(const KernelArgs& args, const DecodeNewTokens& new_tokens,
+                     const DecodeSplit& split, cudaStream_t stream);
+
+// The element offset of key `key` of sequence b, head h, in a cache with strides `stride`; -1
+// when the block table sends it outside the cache (DecodeBounds).
+FA_HOST_DEVICE std::int64_t decode_kv_offset(const KernelArgs& a, const DecodeBounds& bd,
+                                             const std::int64_t* stride, std::int64_t b,
+                                             std::int64_t key, std::int64_t h) {
+  if (a.block_table != nullptr) {
+    const std::int64_t page = a.block_table[b * a.block_table_stride + key / a.page_size];
+    if (page < 0 || page >= bd.num_pages) return -1;
+    return page * stride[0] + (key % a.page_size) * stride[1] + h * stride[2];
+  }
+  return b * stride[0] + key * stride[1] + h * stride[2];
+}
+
+// Ok when this GPU has a kernel image for the decode kernels.
+Status decode_kernels_available();
+
+}  // namespace flashattn::cuda

@@ -1,0 +1,53 @@
+// launch_decode (decode.h): the append, the split-KV attention and the merge, in stream order.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include "cuda/common/check.h"
+#include "cuda/decode/decode.h"
+#include "cuda/decode/decode_kernel.cuh"
+
+namespace flashattn::cuda {
+
+template <typename T, int kD>
+Status launch_decode(const KernelArgs& args, const DecodeNewTokens& new_tokens,
+                     const DecodeSplit& split, cudaStream_t stream) {
+  using Tr = DecodeTraits<kD>;
+  if (args.seqlen_new > 0 && args.kv_heads > 0 && args.batch > 0) {
+    const dim3 grid(static_cast<unsigned>(args.seqlen_new * args.kv_heads),
+                    static_cast<unsigned>(args.batch));
+    decode_append_kernel<T><<<grid, 64, 0, stream>>>(args, new_tokens, split.bounds);
+    const Status st = check_launch("decode_append_kernel");
+    if (!st.ok()) return st;
+  }
+  const std::int64_t group = args.kv_heads > 0 ? args.heads / args.kv_heads : 0;
+  const std::int64_t chunks = (args.seqlen_q * group + Tr::kRows - 1) / Tr::kRows;
+  if (args.batch == 0 || chunks == 0 || args.kv_heads == 0) return Status::Ok();  // no row
+  auto kernel = decode_attention_kernel<T, kD>;
+  FA_CUDA_RETURN_IF_ERROR(
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Tr::kSmemBytes),
+      "flash-decode: cudaFuncSetAttribute(max dynamic shared memory)");
+  const dim3 grid(static_cast<unsigned>(split.splits * chunks * args.kv_heads),
+                  static_cast<unsigned>(args.batch));
+  kernel<<<grid, Tr::kThreads, Tr::kSmemBytes, stream>>>(args, split);
+  if (split.splits == 1) return check_launch("decode_attention_kernel");
+  {
+    const Status st = check_launch("decode_attention_kernel");
+    if (!st.ok()) return st;
+    constexpr int kWarpsPerBlock = 4;
+    const std::int64_t rows = args.batch * args.seqlen_q * args.heads;
+    decode_combine_kernel<T><<<static_cast<unsigned>((rows + kWarpsPerBlock - 1) / kWarpsPerBlock),
+                               32 * kWarpsPerBlock, 0, stream>>>(args, split);
+  }
+  return check_launch("decode_combine_kernel");
+}
+
+#define FLASHATTN_INSTANTIATE_DECODE(HDIM)                                                  \
+  template Status launch_decode<float, HDIM>(const KernelArgs&, const DecodeNewTokens&,      \
+                                             const DecodeSplit&, cudaStream_t);              \
+  template Status launch_decode<__nv_bfloat16, HDIM>(const KernelArgs&, const DecodeNewTokens&, \
+                                                     const DecodeSplit&, cudaStream_t);      \
+  template Status launch_decode<__half, HDIM>(const KernelArgs&, const DecodeNewTokens&,     \
+                                              const DecodeSplit&, cudaStream_t);
+
+}  // namespace flashattn::cuda

@@ -1,0 +1,43 @@
+// The split-KV plan of flash-decode (decode.h): grid shape, split count, workspace size. Host code.
+#include <algorithm>
+#include <cstdint>
+
+#include "cuda/decode/decode.h"
+
+namespace flashattn::cuda {
+
+namespace {
+constexpr std::int64_t kRows = 16;           // DecodeTraits::kRows
+constexpr std::int64_t kMinTilesPerSplit = 4;  // below this a split's fixed cost dominates
+constexpr std::int64_t kBlocksPerSm = 4;
+constexpr std::size_t kAlign = 256;
+}  // namespace
+
+DecodeShape decode_shape(const ForwardParams& p) {
+  DecodeShape s;
+  const std::int64_t group = p.heads() / p.kv_heads();
+  s.chunks = (p.seqlen_q() * group + kRows - 1) / kRows;
+  s.block_n = p.head_dim() > 128 ? 32 : 64;  // DecodeTraits::kBlockN of the bucket
+  s.key_tiles = (p.seqlen_k() + s.block_n - 1) / s.block_n;
+  return s;
+}
+
+std::int64_t decode_splits(const ForwardParams& p, int sm_count) {
+  if (p.num_splits > 0) return p.num_splits;
+  const DecodeShape s = decode_shape(p);
+  const std::int64_t blocks = std::max<std::int64_t>(1, p.batch() * p.kv_heads() * s.chunks);
+  const std::int64_t target = kBlocksPerSm * std::max(1, sm_count);
+  std::int64_t splits = (target + blocks - 1) / blocks;
+  splits = std::min(splits, std::max<std::int64_t>(1, s.key_tiles / kMinTilesPerSplit));
+  return std::clamp<std::int64_t>(splits, 1, kMaxSplits);
+}
+
+std::size_t decode_workspace_bytes(const ForwardParams& p, std::int64_t splits) {
+  if (splits <= 1) return 0;
+  const auto rows = static_cast<std::size_t>(splits * p.batch() * p.seqlen_q() * p.heads());
+  const std::size_t o_bytes = (rows * static_cast<std::size_t>(p.head_dim()) * 4 + kAlign - 1) /
+                              kAlign * kAlign;
+  return o_bytes + rows * 4;
+}
+
+}  // namespace flashattn::cuda
