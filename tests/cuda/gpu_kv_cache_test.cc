@@ -132,7 +132,9 @@ void make_tensors(const KvCase& c, const KvData& d, Device device, DType dtype,
   auto make = [&](OwnedTensor* x, DType dt, const std::vector<std::int64_t>& dims,
                   const std::vector<float>& values) {
     ASSERT_TRUE(OwnedTensor::create(dt, device, dims, x).ok());
-    if (!values.empty()) ASSERT_TRUE(x->from_host_float(values).ok());
+    if (!values.empty()) {
+      ASSERT_TRUE(x->from_host_float(values).ok());
+    }
   };
   make(&t->q, dtype, {b, c.seqlen_q, c.heads, c.head_dim}, d.q);
   make(&t->k_cache, dtype, cache_dims, k_store);
