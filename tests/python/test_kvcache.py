@@ -391,7 +391,8 @@ CONTIGUOUS_CASES = [
                                      v_cache=lambda p: p["v_cache"][:1]), {}, ValueError,
      r"^invalid_shape: k_cache\.shape\[0\] \(batch\) = 1 must equal q\.shape\[0\] = 2$"),
     ("contiguous_v_cache_len", with_(v_cache=lambda p: p["v_cache"][:, :32]), {}, ValueError,
-     r"^invalid_shape: v_cache\.shape\[1\] \(cache_len\) = 32 must equal k_cache\.shape\[1\] = 64$"),
+     r"^invalid_shape: v_cache\.shape\[1\] \(cache_len\) = 32 must equal "
+     r"k_cache\.shape\[1\] = 64$"),
     ("contiguous_k_cache_rank3", with_(k_cache=lambda p: p["k_cache"][0]), {}, ValueError,
      r"^invalid_rank: k_cache\.rank = 3, expected 4 \(batch, cache_len, kv_heads, head_dim\)$"),
 ]
