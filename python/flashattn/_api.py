@@ -1,5 +1,6 @@
-"""The public Python API: flash_attn_func and flash_attn_varlen_func (allocate the outputs),
-forward (writes into yours), list_backends.
+"""The public Python API: flash_attn_func, flash_attn_varlen_func and flash_attn_with_kvcache
+(allocate the outputs), forward (writes into yours), combine (merges partial results),
+list_backends.
 
 Errors: the library checks every argument and its message comes through unchanged, prefixed with
 its status code ("invalid_shape: k.shape[2] (kv heads) = 3 must divide q.shape[2] (heads) = 8").
@@ -13,6 +14,7 @@ its status code ("invalid_shape: k.shape[2] (kv heads) = 3 must divide q.shape[2
 """
 from __future__ import annotations
 
+import collections.abc
 import numbers
 import sys
 from typing import Any, List, NamedTuple, Optional, Tuple, Union
@@ -167,6 +169,40 @@ def _check_stream(stream) -> int:
     return stream
 
 
+_NUM_SPLITS_EXPECTED = "0 (chosen) to 256"
+
+
+def _check_num_splits(num_splits) -> int:
+    """An int; its value (0 to 256) is the library's to check: its message names num_splits."""
+    if not _is_int(num_splits):
+        raise TypeError("num_splits must be an int, 0 (the backend picks) or 1 to 256 (that many "
+                        f"key splits), got {type(num_splits).__name__}")
+    return _int64(num_splits, "num_splits", _NUM_SPLITS_EXPECTED)
+
+
+_INT32_MAX = 2 ** 31 - 1
+
+
+def _check_cache_seqlens_int(cache_seqlens):
+    """An int cache_seqlens (every sequence holds that many keys), checked here because its value
+    is known: the library reads an array's values on the host only, never on a CUDA device.
+    Capacity is the library's to check (on the host). A torch.SymInt (torch.compile with dynamic
+    shapes) is not compared: that would specialize it."""
+    if torch is not None and isinstance(cache_seqlens, torch.SymInt):
+        return cache_seqlens
+    cache_seqlens = int(cache_seqlens)
+    if not 0 <= cache_seqlens <= _INT32_MAX:
+        raise ValueError(f"invalid_argument: cache_seqlens = {cache_seqlens}, expected an int32 "
+                         f"key count from 0 to {_INT32_MAX} (the keys already in the cache)")
+    return cache_seqlens
+
+
+def _batch(q) -> int:
+    """q's batch size for an int cache_seqlens; 0 for a q of rank 0 (the library then names q's
+    rank before it looks at cache_seqlens' shape)."""
+    return q.shape[0] if len(q.shape) >= 1 else 0
+
+
 def _is_torch(x) -> bool:
     return torch is not None and isinstance(x, torch.Tensor)
 
@@ -203,7 +239,8 @@ def forward(q, k, v, out, lse=None, *, softmax_scale: Optional[float] = None,
             causal: bool = False, window_size: Tuple[int, int] = (-1, -1), softcap: float = 0.0,
             alibi_slopes=None, sinks=None, cu_seqlens_q=None, cu_seqlens_k=None,
             max_seqlen_q: Optional[int] = None, max_seqlen_k: Optional[int] = None,
-            seqused_k=None, backend: str = "auto", stream: Optional[int] = None) -> None:
+            seqused_k=None, k_cache=None, v_cache=None, cache_seqlens=None, block_table=None,
+            num_splits: int = 0, backend: str = "auto", stream: Optional[int] = None) -> None:
     """Attention forward into caller-provided arrays (the library's forward()).
 
     Dense: q (batch, seqlen_q, heads, head_dim); k, v (batch, seqlen_k, kv_heads, head_dim);
@@ -211,6 +248,10 @@ def forward(q, k, v, out, lse=None, *, softmax_scale: Optional[float] = None,
     Variable length (cu_seqlens_q and cu_seqlens_k given, with max_seqlen_q and max_seqlen_k):
     q, out (total_q, heads, head_dim); k, v (total_k, kv_heads, head_dim); lse float32
     (heads, total_q) or None; see flash_attn_varlen_func.
+    KV cache (k_cache given, with v_cache and cache_seqlens): k and v are the new tokens
+    (batch, seqlen_new, kv_heads, head_dim), or None for none, written into the caches in place
+    (then the caches must be writable); out like q; see flash_attn_with_kvcache (here
+    cache_seqlens must be an int32 array: every array is the caller's).
     Any DLPack arrays (the inputs may be read-only; out and lse must be writable and are written
     in place, never copied), all on one device, with 16-byte aligned data and non-last strides,
     last dim contiguous. The options are flash_attn_func's and flash_attn_varlen_func's.
@@ -223,14 +264,19 @@ def forward(q, k, v, out, lse=None, *, softmax_scale: Optional[float] = None,
     opts = _check_options(softmax_scale, causal, backend, window_size, softcap)
     max_seqlen_q, max_seqlen_k = _check_varlen(cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
                                                max_seqlen_k)
+    num_splits = _check_num_splits(num_splits)
     stream = _current_stream(q) if stream is None else _check_stream(stream)
-    arrays = (q, k, v, out, lse, alibi_slopes, sinks, cu_seqlens_q, cu_seqlens_k, seqused_k)
+    arrays = (q, k, v, out, lse, alibi_slopes, sinks, cu_seqlens_q, cu_seqlens_k, seqused_k,
+              k_cache, v_cache, cache_seqlens, block_table)
     if torch is not None:  # older torch refuses DLPack export of tensors that require grad
         arrays = tuple(x.detach() if _is_torch(x) else x for x in arrays)
-    q, k, v, out, lse, alibi_slopes, sinks, cu_seqlens_q, cu_seqlens_k, seqused_k = arrays
+    (q, k, v, out, lse, alibi_slopes, sinks, cu_seqlens_q, cu_seqlens_k, seqused_k, k_cache,
+     v_cache, cache_seqlens, block_table) = arrays
     _C.forward(q, k, v, out, lse, opts.softmax_scale, opts.causal, opts.window_left,
                opts.window_right, opts.softcap, alibi_slopes, sinks, cu_seqlens_q, cu_seqlens_k,
-               seqused_k, max_seqlen_q, max_seqlen_k, opts.backend, stream)
+               seqused_k, max_seqlen_q, max_seqlen_k, opts.backend, stream, k_cache=k_cache,
+               v_cache=v_cache, cache_seqlens=cache_seqlens, block_table=block_table,
+               num_splits=num_splits)
 
 
 def flash_attn_func(q, k, v, *, softmax_scale: Optional[float] = None, causal: bool = False,
@@ -352,6 +398,207 @@ def flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q: in
     varlen = (cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, seqused_k)
     out, lse = _attention(q, k, v, opts, alibi_slopes, sinks, varlen)
     return (out, lse) if return_lse else out
+
+
+def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, *, cache_seqlens=None,
+                            block_table=None, softmax_scale: Optional[float] = None,
+                            causal: bool = False, window_size: Tuple[int, int] = (-1, -1),
+                            softcap: float = 0.0, alibi_slopes=None, sinks=None,
+                            num_splits: int = 0, return_lse: bool = False,
+                            backend: str = "auto") -> Union[Any, Tuple[Any, Any]]:
+    """Attention of new queries over a KV cache, appending new keys and values to the cache in
+    place first (FlashAttention-2's flash_attn_with_kvcache: decoding and chunked prefill).
+
+    Args:
+        q: (batch, seqlen_q, heads, head_dim).
+        k_cache, v_cache: the cache, q's dtype, last dim contiguous. Contiguous:
+            (batch, cache_len, kv_heads, head_dim). Paged (block_table given):
+            (num_pages, page_size, kv_heads, head_dim), page_size a multiple of 16 from 16 to
+            256; key j of sequence b is row j % page_size of page block_table[b, j // page_size].
+            Written in place when k, v are given (then they must be writable).
+        k, v: the new tokens (batch, seqlen_new, kv_heads, head_dim), both or neither (None):
+            written into the cache at rows cache_seqlens[b] .. cache_seqlens[b] + seqlen_new - 1
+            of sequence b, then attended with the rest. Positional, as in FlashAttention.
+        cache_seqlens: int32 (batch), the keys already in the cache of each sequence (before the
+            new ones), or an int for every sequence (made into an int32 array on q's device).
+            Required. Sequence b attends to its first cache_seqlens[b] + seqlen_new keys, which
+            must fit the capacity (cache_len, or max_pages_per_seq * page_size).
+        block_table: int32 (batch, max_pages_per_seq), or None for a contiguous cache. Every
+            entry a sequence uses must be a page index in [0, num_pages); sequences must not
+            share a page they append to.
+        causal, window_size, softcap, alibi_slopes, sinks, softmax_scale: flash_attn_func's, with
+            seqlen_k = cache_seqlens[b] + seqlen_new per sequence: causal is aligned bottom-right,
+            so new query i sees the cache and the new keys up to its own position.
+        num_splits: 0 lets the backend pick, 1 to 256 splits each sequence's keys into that many
+            blocks merged as combine() does (GPU decoding); the result is the same up to float32
+            rounding, and the CPU backends compute unsplit.
+        return_lse: also return the float32 LSE (batch, heads, seqlen_q).
+        backend: as flash_attn_func; "auto" picks one that implements a KV cache (on the CPU:
+            cpu-reference). A backend without it raises RuntimeError ("unsupported: backend ...
+            does not implement a KV cache (k_cache / v_cache)").
+        Every argument after v is keyword-only (FlashAttention-2's sixth positional argument is
+        rotary_cos, which flashattn does not take; nor cache_batch_idx, cache_leftpad).
+
+    Returns:
+        out with q's shape and dtype (contiguous), or (out, lse) when return_lse. A row that sees
+        no key (cache_seqlens[b] = 0 and no new tokens) gives O = 0 and LSE = -inf.
+
+    Arrays: as flash_attn_func; every array of q's framework (torch tensors run
+    torch.ops.flashattn.fwd_kvcache, which marks k_cache and v_cache as mutated, so
+    torch.compile(fullgraph=True) traces it). On any error nothing is written: neither the
+    cache nor an output. On a CUDA device the library cannot read cache_seqlens and block_table
+    without synchronizing, so their values are the caller's contract there (an int
+    cache_seqlens is checked here).
+
+    Raises: as flash_attn_func; the cache's own rules (ranks, dtypes, page size, capacity,
+    block_table entries, num_splits) with the library's messages, e.g. "ValueError:
+    invalid_argument: block_table[1, 0] = 9, expected a page index from 0 to 7
+    (k_cache.shape[0] (num_pages) = 8)". TypeError for a cache or cache_seqlens that is None.
+    """
+    opts = _check_options(softmax_scale, causal, backend, window_size, softcap)
+    return_lse = _check_bool(return_lse, "return_lse")
+    num_splits = _check_num_splits(num_splits)
+    for name, x in (("k_cache", k_cache), ("v_cache", v_cache)):
+        if x is None:
+            raise TypeError(f"{name} must be an array (batch, cache_len, kv_heads, head_dim), or "
+                            "(num_pages, page_size, kv_heads, head_dim) with block_table, got "
+                            "None")
+    if cache_seqlens is None:
+        raise TypeError("cache_seqlens must be an int32 array (batch) of the keys already in the "
+                        "cache, or an int for every sequence, got None")
+    if _is_int(cache_seqlens):
+        cache_seqlens = _check_cache_seqlens_int(cache_seqlens)
+    out, lse = _kvcache(q, k_cache, v_cache, k, v, cache_seqlens, block_table, opts,
+                        alibi_slopes, sinks, num_splits)
+    return (out, lse) if return_lse else out
+
+
+def _kvcache(q, k_cache, v_cache, k, v, cache_seqlens, block_table, opts: _Options,
+             alibi_slopes, sinks, num_splits: int):
+    """(out, lse) of a KV cache call, allocated for q's framework; cache_seqlens an array or a
+    checked int."""
+    as_int = _is_int(cache_seqlens)
+    others = (("k_cache", k_cache), ("v_cache", v_cache), ("k", k), ("v", v),
+              ("cache_seqlens", None if as_int else cache_seqlens), ("block_table", block_table),
+              ("alibi_slopes", alibi_slopes), ("sinks", sinks))
+    if _is_torch(q) or isinstance(q, np.ndarray):
+        is_kind = _is_torch if _is_torch(q) else (lambda x: isinstance(x, np.ndarray))
+        for name, x in others:
+            if x is not None and not is_kind(x):
+                raise TypeError(f"{name} is a {_kind(x)} but q is a {_kind(q)}: the caches, the "
+                                "new tokens and the side inputs must be arrays of q's framework "
+                                "(or None)")
+    if _is_torch(q):
+        if as_int:
+            cache_seqlens = torch.full((_batch(q),), cache_seqlens, dtype=torch.int32,
+                                       device=q.device)
+        return _ops.fwd_kvcache(q, k_cache, v_cache, k, v, cache_seqlens, block_table,
+                                opts.softmax_scale, opts.causal, opts.window_left,
+                                opts.window_right, opts.softcap, alibi_slopes, sinks, num_splits,
+                                opts.backend)
+    if isinstance(q, np.ndarray):
+        if as_int:
+            cache_seqlens = np.full(_batch(q), cache_seqlens, dtype=np.int32)
+        out = (np.empty(q.shape, q.dtype) if q.dtype.hasobject
+               else _aligned_empty(q.shape, q.dtype))
+        lse = _aligned_empty(_ops.lse_shape(q.shape), np.float32)
+        _C.forward(q, k, v, out, lse, opts.softmax_scale, opts.causal, opts.window_left,
+                   opts.window_right, opts.softcap, alibi_slopes, sinks, None, None, None, 0, 0,
+                   opts.backend, 0, k_cache=k_cache, v_cache=v_cache, cache_seqlens=cache_seqlens,
+                   block_table=block_table, num_splits=num_splits)
+        return out, lse
+    # Another framework: zero-copy views, so the new tokens land in the caller's cache.
+    q = _as_torch_or_numpy(q, "q")
+    k_cache, v_cache, k, v, seqlens, block_table, alibi_slopes, sinks = (
+        None if x is None else _as_torch_or_numpy(x, name) for name, x in others)
+    return _kvcache(q, k_cache, v_cache, k, v, cache_seqlens if as_int else seqlens, block_table,
+                    opts, alibi_slopes, sinks, num_splits)
+
+
+def combine(outs, lses, *, out_dtype=None,
+            return_lse: bool = False) -> Union[Any, Tuple[Any, Any]]:
+    """Merges partial attention results over disjoint key sets of the same queries into the
+    result over their union (split-KV decoding, cascade inference, context parallelism): the
+    library's combine() (include/flashattn/combine.h).
+
+    Args:
+        outs: a list (or tuple) of N >= 1 float32 arrays (batch, seqlen_q, heads, head_dim), each
+            part's O normalized over its keys (what flash_attn_func returns in float32).
+        lses: as many float32 arrays (batch, heads, seqlen_q), each part's LSE (return_lse=True).
+        out_dtype: the merged O's dtype: bfloat16, float16 or float32 of the parts' framework
+            (torch.dtype; for NumPy anything numpy.dtype takes, ml_dtypes.bfloat16 too); None is
+            float32.
+        return_lse: also return the merged float32 LSE (batch, heads, seqlen_q).
+
+    Per (batch, head, row), in float64 with the max subtracted: LSE = log(sum_i exp(lse_i)),
+    O = sum_i exp(lse_i - LSE) O_i. A part with lse_i = -inf (no key) has weight 0 and its O_i is
+    not read; where every part is -inf, O = 0 and LSE = -inf. Overlapping key sets count the
+    common keys twice: the sets must be disjoint.
+
+    Returns: out (batch, seqlen_q, heads, head_dim) of out_dtype, contiguous, or (out, lse).
+
+    Arrays: as flash_attn_func, every part of one framework (torch tensors run
+    torch.ops.flashattn.combine). CUDA arrays raise RuntimeError ("unsupported: combine() has no
+    CUDA implementation yet") until the library has one.
+
+    Raises: TypeError for outs / lses that are not lists of arrays, a part of another framework
+    or an out_dtype that is not a dtype; ValueError for an empty list; the library's messages for
+    the rest (part counts, ranks, dtypes, shapes, strides, devices), naming the part: "TypeError:
+    invalid_dtype: outs[1].dtype = fp16, expected fp32 (partial results are float32)".
+    """
+    return_lse = _check_bool(return_lse, "return_lse")
+    outs, lses = _check_parts(outs, "outs"), _check_parts(lses, "lses")
+    if not outs:
+        raise ValueError("invalid_argument: outs is empty: combine() allocates out in the parts' "
+                         "shape, expected at least one part")
+    out, lse = _combine(outs, lses, out_dtype)
+    return (out, lse) if return_lse else out
+
+
+def _check_parts(parts, name: str) -> list:
+    """A list or tuple (any sequence but a string) of parts, as a list; an array itself is not
+    one (a (N, batch, ...) array would have to be split: pass list(array))."""
+    if isinstance(parts, (str, bytes)) or not isinstance(parts, collections.abc.Sequence):
+        raise TypeError(f"{name} must be a list (or tuple) of arrays, one per part, got "
+                        f"{_kind(parts)}")
+    return list(parts)
+
+
+def _combine(outs: list, lses: list, out_dtype):
+    """(out, lse) of combine(), allocated for the first part's framework."""
+    first = outs[0]
+    parts = [(f"outs[{i}]", x) for i, x in enumerate(outs)]
+    parts += [(f"lses[{i}]", x) for i, x in enumerate(lses)]
+    if _is_torch(first) or isinstance(first, np.ndarray):
+        is_kind = _is_torch if _is_torch(first) else (lambda x: isinstance(x, np.ndarray))
+        for name, x in parts:
+            if not is_kind(x):
+                raise TypeError(f"{name} is a {_kind(x)} but outs[0] is a {_kind(first)}: every "
+                                "part must be an array of one framework")
+        # The library names a part's rank; out's shape comes from outs[0], so its rank first.
+        if len(first.shape) != 4:
+            raise ValueError(_ops._PART_RANK_MESSAGE.format(len(first.shape)))
+    if _is_torch(first):
+        if out_dtype is None:
+            out_dtype = torch.float32
+        elif not isinstance(out_dtype, torch.dtype):
+            raise TypeError("out_dtype must be a torch.dtype (torch.bfloat16, torch.float16 or "
+                            f"torch.float32) or None for torch parts, got {_kind(out_dtype)}")
+        return _ops.combine(outs, lses, out_dtype)
+    if isinstance(first, np.ndarray):
+        try:
+            out_dtype = np.dtype(np.float32 if out_dtype is None else out_dtype)
+        except TypeError as e:
+            raise TypeError(f"out_dtype must be a NumPy dtype (float16, float32, "
+                            f"ml_dtypes.bfloat16) or None, got {out_dtype!r}: {e}") from None
+        out = (np.empty(first.shape, out_dtype) if out_dtype.hasobject
+               else _aligned_empty(first.shape, out_dtype))
+        lse = _aligned_empty(_ops.combine_lse_shape(first.shape), np.float32)
+        _C.combine(outs, lses, out, lse, 0)
+        return out, lse
+    outs = [_as_torch_or_numpy(x, f"outs[{i}]") for i, x in enumerate(outs)]
+    lses = [_as_torch_or_numpy(x, f"lses[{i}]") for i, x in enumerate(lses)]
+    return _combine(outs, lses, out_dtype)
 
 
 def _attention(q, k, v, opts: _Options, alibi_slopes, sinks, varlen):

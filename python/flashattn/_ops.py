@@ -1,4 +1,4 @@
-"""The PyTorch operators torch.ops.flashattn.fwd and torch.ops.flashattn.fwd_varlen, registered
+"""The PyTorch operators torch.ops.flashattn.fwd, fwd_varlen, fwd_kvcache and combine, registered
 through torch.library when torch is importable.
 
 Schemas:
@@ -9,6 +9,17 @@ Schemas:
              int max_seqlen_q, int max_seqlen_k, Tensor? seqused_k, float? softmax_scale,
              bool causal, int window_left, int window_right, float softcap,
              Tensor? alibi_slopes, Tensor? sinks, str backend) -> (Tensor out, Tensor lse)
+  fwd_kvcache(Tensor q, Tensor(a!) k_cache, Tensor(b!) v_cache, Tensor? k, Tensor? v,
+              Tensor cache_seqlens, Tensor? block_table, float? softmax_scale, bool causal,
+              int window_left, int window_right, float softcap, Tensor? alibi_slopes,
+              Tensor? sinks, int num_splits, str backend) -> (Tensor out, Tensor lse)
+      k_cache and v_cache are mutated: the new tokens k, v (None: none) are written into them at
+      rows cache_seqlens[b].. (torch.library spells the alias sets a1 and a2: "Tensor(a1!)
+      k_cache, Tensor(a2!) v_cache"). cache_seqlens int32 (batch), block_table int32 (batch,
+      max_pages_per_seq) or None (contiguous cache); num_splits 0 (chosen) to 256.
+  combine(Tensor[] outs, Tensor[] lses, ScalarType out_dtype) -> (Tensor out, Tensor lse)
+      merges N >= 1 float32 partial results (flashattn/combine.h) into out of out_dtype and the
+      float32 LSE.
 The fields are include/flashattn/params.h's: window_left / window_right -1 is unbounded, softcap
 0 is off; alibi_slopes float32 (heads) or (batch, heads), sinks float32 (heads); cu_seqlens_q /
 cu_seqlens_k int32 (batch + 1), seqused_k int32 (batch). No defaults: every argument is passed,
@@ -21,11 +32,13 @@ so the schema reads the same on every torch version.
   torch.compile(fullgraph=True) traces each op as one node and torch.library.opcheck passes.
   Argument checks happen when the op runs (in the library), except q's rank, which the fakes
   need to compute the LSE shape.
-- There is no backward pass yet: the autograd formula raises when a gradient is requested.
+- There is no backward pass yet: the autograd formula raises when a gradient is requested
+  (fwd_kvcache mutates its caches, and torch.library takes no autograd formula for a mutating op:
+  its backward raises torch's "no autograd formula was registered").
 """
 # No `from __future__ import annotations` here: torch.library reads the schema from real
 # annotation objects.
-from typing import Optional, Tuple
+from typing import List, Optional, Tuple
 
 from . import _C
 
@@ -36,6 +49,8 @@ except ImportError:  # torch is optional: the NumPy/DLPack path works without it
 
 _Q_RANK_MESSAGE = "invalid_rank: q.rank = {}, expected 4 (batch, seqlen_q, heads, head_dim)"
 _Q_RANK_MESSAGE_VARLEN = "invalid_rank: q.rank = {}, expected 3 (total_q, heads, head_dim)"
+_PART_RANK_MESSAGE = ("invalid_rank: outs[0].rank = {}, expected 4 (batch, seqlen_q, heads, "
+                      "head_dim)")
 
 NO_BACKWARD_MESSAGE = (
     "flashattn has no backward pass yet (forward only): call flash_attn_func under "
@@ -51,6 +66,12 @@ def lse_shape(q_shape) -> Tuple[int, ...]:
 def varlen_lse_shape(q_shape) -> Tuple[int, ...]:
     """(heads, total_q) for a packed (total_q, heads, head_dim) q shape; (0,) as lse_shape."""
     return (q_shape[1], q_shape[0]) if len(q_shape) == 3 else (0,)
+
+
+def combine_lse_shape(part_shape) -> Tuple[int, ...]:
+    """(batch, heads, seqlen_q) for a partial output of shape (batch, seqlen_q, heads, head_dim)
+    (the caller checks the rank: combine() has no q whose rank the library would name)."""
+    return (part_shape[0], part_shape[2], part_shape[1])
 
 
 def torch_stream(t) -> int:
@@ -113,6 +134,58 @@ if torch is not None:
             raise ValueError(_Q_RANK_MESSAGE_VARLEN.format(q.dim()))
         return q.new_empty(q.shape), q.new_empty(varlen_lse_shape(q.shape), dtype=torch.float32)
 
+    # mutates_args marks the caches Tensor(a!) in the schema: functionalization (torch.compile)
+    # then knows the op writes them, and opcheck checks that nothing else is written.
+    @torch.library.custom_op("flashattn::fwd_kvcache", mutates_args=("k_cache", "v_cache"),
+                             device_types=("cpu", "cuda"))
+    def fwd_kvcache(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
+                    k: Optional[torch.Tensor], v: Optional[torch.Tensor],
+                    cache_seqlens: torch.Tensor, block_table: Optional[torch.Tensor],
+                    softmax_scale: Optional[float], causal: bool, window_left: int,
+                    window_right: int, softcap: float, alibi_slopes: Optional[torch.Tensor],
+                    sinks: Optional[torch.Tensor], num_splits: int,
+                    backend: str) -> Tuple[torch.Tensor, torch.Tensor]:
+        """Attention over a KV cache, appending the new tokens k, v to it in place: returns
+        (out, lse). See flashattn.flash_attn_with_kvcache."""
+        out = q.new_empty(q.shape)
+        lse = q.new_empty(lse_shape(q.shape), dtype=torch.float32)
+        # detach() shares the storage: the library writes the caches' own memory.
+        _C.forward(_detached(q), _detached(k), _detached(v), out, lse, softmax_scale, causal,
+                   window_left, window_right, softcap, _detached(alibi_slopes), _detached(sinks),
+                   None, None, None, 0, 0, backend, torch_stream(q),
+                   k_cache=_detached(k_cache), v_cache=_detached(v_cache),
+                   cache_seqlens=_detached(cache_seqlens), block_table=_detached(block_table),
+                   num_splits=num_splits)
+        return out, lse
+
+    @fwd_kvcache.register_fake
+    def _fwd_kvcache_fake(q, k_cache, v_cache, k, v, cache_seqlens, block_table, softmax_scale,
+                          causal, window_left, window_right, softcap, alibi_slopes, sinks,
+                          num_splits, backend):
+        if q.dim() != 4:
+            raise ValueError(_Q_RANK_MESSAGE.format(q.dim()))
+        return q.new_empty(q.shape), q.new_empty(lse_shape(q.shape), dtype=torch.float32)
+
+    @torch.library.custom_op("flashattn::combine", mutates_args=(), device_types=("cpu", "cuda"))
+    def combine(outs: List[torch.Tensor], lses: List[torch.Tensor],
+                out_dtype: torch.dtype) -> Tuple[torch.Tensor, torch.Tensor]:
+        """Merges partial results: returns (out of out_dtype, lse float32). See
+        flashattn.combine."""
+        if outs[0].dim() != 4:
+            raise ValueError(_PART_RANK_MESSAGE.format(outs[0].dim()))
+        out = outs[0].new_empty(outs[0].shape, dtype=out_dtype)
+        lse = outs[0].new_empty(combine_lse_shape(outs[0].shape), dtype=torch.float32)
+        _C.combine([x.detach() for x in outs], [x.detach() for x in lses], out, lse,
+                   torch_stream(out))
+        return out, lse
+
+    @combine.register_fake
+    def _combine_fake(outs, lses, out_dtype):
+        if outs[0].dim() != 4:
+            raise ValueError(_PART_RANK_MESSAGE.format(outs[0].dim()))
+        return (outs[0].new_empty(outs[0].shape, dtype=out_dtype),
+                outs[0].new_empty(combine_lse_shape(outs[0].shape), dtype=torch.float32))
+
     def _setup_context(ctx, inputs, output):
         pass
 
@@ -121,6 +194,10 @@ if torch is not None:
 
     fwd.register_autograd(_backward, setup_context=_setup_context)
     fwd_varlen.register_autograd(_backward, setup_context=_setup_context)
+
+    combine.register_autograd(_backward, setup_context=_setup_context)
 else:
     fwd = None
     fwd_varlen = None
+    fwd_kvcache = None
+    combine = None

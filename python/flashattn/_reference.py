@@ -11,6 +11,9 @@ reads kv head h // (heads // kv_heads)); per sequence of seqlen_q queries and se
         causal means window_right = 0, and a window_right > 0 with it is refused);
   sinks: one logit per head that joins every row's softmax denominator and adds no value.
 A row that sees no key gives O = 0 and LSE = -inf (LSE = the sink's logit with sinks).
+kvcache_numpy is flash_attn_with_kvcache's problem on top of it: the new tokens written into a
+copy of the (contiguous or paged) cache, then each sequence's keys gathered and attended.
+combine_numpy is combine()'s merge of partial results.
 attention_torch is the dense, causal-only problem in torch (the benchmark's check on the GPU).
 """
 from __future__ import annotations
@@ -67,6 +70,75 @@ def attention_numpy(q, k, v, softmax_scale: Optional[float] = None, causal: bool
         o_b, lse_b = _dense(q[None, rows], k[None, keys], v[None, keys], slopes=slope_b, **variant)
         out[rows], lse[:, rows] = o_b[0], lse_b[0]
     return out, lse
+
+
+def kvcache_numpy(q, k_cache, v_cache, k=None, v=None, cache_seqlens=None, block_table=None,
+                  softmax_scale: Optional[float] = None, causal: bool = False, *,
+                  window_size: Tuple[int, int] = (-1, -1), softcap: float = 0.0,
+                  alibi_slopes=None, sinks=None, compute_dtype=np.float64
+                  ) -> Tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(out, lse, k_cache_after, v_cache_after) of flash_attn_with_kvcache (params.h's KV cache):
+    the caches after are copies of k_cache, v_cache (their dtype) with the new tokens k, v
+    (b, seqlen_new, hk, d) written at rows cache_seqlens[b] .. + seqlen_new of sequence b; then
+    sequence b attends to its first cache_seqlens[b] + seqlen_new keys with attention_numpy, in
+    `compute_dtype`. Contiguous caches (b, cache_len, hk, d), or paged (num_pages, page_size,
+    hk, d) with block_table (b, max_pages_per_seq): key j of sequence b is row j % page_size of
+    page block_table[b, j // page_size]. cache_seqlens: (b) or an int for all. Only the
+    block_table entries a sequence uses are read (the others may hold anything)."""
+    q = np.asarray(q)
+    batch = q.shape[0]
+    k_after, v_after = np.array(k_cache, copy=True), np.array(v_cache, copy=True)
+    lens = np.broadcast_to(np.asarray(cache_seqlens, dtype=np.int64), (batch,))
+    seqlen_new = 0 if k is None else np.asarray(k).shape[1]
+    table = None if block_table is None else np.asarray(block_table, dtype=np.int64)
+
+    def rows(b, begin, end):
+        """The cache index of keys [begin, end) of sequence b: cache[rows(...)] is (n, hk, d)."""
+        j = np.arange(begin, end)
+        if table is None:
+            return b, j
+        page_size = k_after.shape[1]
+        return table[b, j // page_size], j % page_size
+
+    for b in range(batch):
+        if seqlen_new:
+            at = rows(b, lens[b], lens[b] + seqlen_new)
+            k_after[at], v_after[at] = np.asarray(k)[b], np.asarray(v)[b]
+    slopes = None if alibi_slopes is None else np.asarray(alibi_slopes, np.float32)
+    outs, lses = [], []
+    for b in range(batch):
+        at = rows(b, 0, lens[b] + seqlen_new)
+        slope_b = None if slopes is None else (slopes[b] if slopes.ndim == 2 else slopes)
+        out_b, lse_b = attention_numpy(q[b:b + 1], k_after[at][None], v_after[at][None],
+                                       softmax_scale, causal, window_size=window_size,
+                                       softcap=softcap, alibi_slopes=slope_b, sinks=sinks,
+                                       compute_dtype=compute_dtype)
+        outs.append(out_b)
+        lses.append(lse_b)
+    ct = np.dtype(compute_dtype)
+    d = q.shape[3] if q.ndim == 4 else 0
+    out = np.concatenate(outs) if outs else np.zeros((0,) + q.shape[1:3] + (d,), ct)
+    lse = np.concatenate(lses) if lses else np.zeros((0, q.shape[2], q.shape[1]), ct)
+    return out, lse, k_after, v_after
+
+
+def combine_numpy(outs, lses) -> Tuple[np.ndarray, np.ndarray]:
+    """combine()'s merge in float64 (include/flashattn/combine.h), outs[i] (b, sq, h, d), lses[i]
+    (b, h, sq): LSE = m + log(sum_i exp(lse_i - m)) with m = max_i lse_i, O = sum_i
+    exp(lse_i - LSE) O_i; a part with lse_i = -inf has weight 0 and its O_i is not read; rows
+    where every part is -inf get O = 0, LSE = -inf."""
+    lse = np.stack([np.asarray(x, np.float64) for x in lses])  # (n, b, h, sq)
+    o = np.stack([np.asarray(x, np.float64) for x in outs])  # (n, b, sq, h, d)
+    m = np.max(lse, axis=0, initial=-np.inf)
+    m_safe = np.where(np.isneginf(m), 0.0, m)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        total = np.sum(np.exp(lse - m_safe), axis=0)
+        merged = np.where(np.isneginf(m), -np.inf, m_safe + np.log(total))
+        weight = np.where(np.isneginf(lse), 0.0, np.exp(lse - merged))  # (n, b, h, sq)
+    weight = weight.transpose(0, 1, 3, 2)[..., None]  # (n, b, sq, h, 1)
+    # A weight-0 part's O is never read (it may be NaN); a NaN weight (an LSE of +inf) stays NaN.
+    out = np.sum(weight * np.where(weight == 0, 0.0, o), axis=0)
+    return out, merged
 
 
 def _dense(q, k, v, scale, left, right, softcap, slopes, sinks):

@@ -1,11 +1,12 @@
 // flashattn._C: the nanobind binding of the C++ API. Arrays arrive through DLPack (PyTorch, JAX,
 // CuPy, NumPy, ...; NumPy bfloat16 arrays of ml_dtypes, which NumPy cannot export, through a
-// uint16 view); this file only turns them into TensorViews, runs flashattn::forward with the
-// GIL released, and maps a failed Status to a Python exception. Every argument check beyond "is
+// uint16 view); this file only turns them into TensorViews, runs flashattn::forward (dense, varlen
+// or KV cache) or flashattn::combine with the GIL released, and maps a failed Status to a Python
+// exception. Every argument check beyond "is
 // this an array of a dtype and device the library knows" is the library's, so Python users get
 // the same messages as C++ callers; the exceptions are what the library cannot see once the
-// views are made: a rank-0 lse or side array (a rank-0 view means "not given") and a softcap
-// that float32 cannot hold.
+// views are made: a rank-0 lse, cache, new-token or side array (a rank-0 view means "not
+// given"), a softcap that float32 cannot hold and a num_splits beyond int.
 //
 // Exception mapping (StatusCode -> Python):
 //   invalid_rank, invalid_shape, invalid_stride, misaligned, unsupported_head_dim, invalid_scale,
@@ -24,6 +25,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <limits>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -255,17 +257,18 @@ float softcap_as_float(double softcap) {
   return f;
 }
 
-// out, lse: writable DLPack arrays, taken as they are: an implicitly converted copy would be
-// written and thrown away.
+// out, lse (and a KV cache that new tokens are written into): writable DLPack arrays, taken as
+// they are: an implicitly converted copy would be written and thrown away. `why` ends the
+// read-only message (" (the new tokens k, v are written into it)").
 TensorView output_view(nb::handle obj, const char* name, DtypeRule dtypes,
-                       std::vector<OutputArray>* keep) {
+                       std::vector<OutputArray>* keep, const char* why = "") {
   OutputArray a;
   bool bf16_bits = false;
   if (!import_array(obj, &a, &bf16_bits)) {
     InputArray ro;
     if (import_array(obj, &ro, &bf16_bits)) {
       throw nb::value_error(
-          (std::string(name) + " is read-only, expected a writable array").c_str());
+          (std::string(name) + " is read-only, expected a writable array" + why).c_str());
     }
     raise_not_an_array(obj, name, "a writable array that supports DLPack");
   }
@@ -273,24 +276,76 @@ TensorView output_view(nb::handle obj, const char* name, DtypeRule dtypes,
   return to_view(a, name, bf16_bits, dtypes);
 }
 
+// An optional 4-D array of the KV cache call (k_cache, v_cache, the new tokens k, v): None is "not
+// given". A rank-0 array is refused: the library reads a rank-0 view as "not given" (a rank-0
+// k_cache would silently turn the call into a dense one without keys). With `writable` the array
+// is written in place (the caches when new tokens come), so it must be writable.
+TensorView kv_view(nb::handle obj, const char* name, const char* layout, bool writable,
+                   std::vector<InputArray>* inputs, std::vector<OutputArray>* outputs) {
+  if (obj.is_none()) return TensorView{};
+  TensorView t = writable ? output_view(obj, name, kAttentionDtypes, outputs,
+                                        " (the new tokens k, v are written into it)")
+                          : input_view(obj, name, inputs);
+  if (t.rank == 0) {
+    raise_status(Status(StatusCode::kInvalidRank,
+                        std::string(name) + ".rank = 0, expected 4 " + layout));
+  }
+  return t;
+}
+
+// num_splits arrives as an int64 and the library reads an int: a value beyond int gets the
+// library's own message (validate(): "num_splits = ..., expected 0 (chosen) to 256") with the
+// value the caller gave, not a wrapped one.
+int num_splits_as_int(std::int64_t num_splits) {
+  if (num_splits < std::numeric_limits<int>::min() ||
+      num_splits > std::numeric_limits<int>::max()) {
+    raise_status(Status(StatusCode::kInvalidArgument,
+                        "num_splits = " + std::to_string(num_splits) +
+                            ", expected 0 (chosen) to " + std::to_string(flashattn::kMaxSplits)));
+  }
+  return static_cast<int>(num_splits);
+}
+
 // forward(q, k, v, out, lse, softmax_scale, causal, window_left, window_right, softcap,
 //         alibi_slopes, sinks, cu_seqlens_q, cu_seqlens_k, seqused_k, max_seqlen_q, max_seqlen_k,
-//         backend, stream): writes out (and lse) in place. The side inputs are arrays or None;
+//         backend, stream, k_cache=None, v_cache=None, cache_seqlens=None, block_table=None,
+//         num_splits=0): writes out (and lse) in place. The side inputs are arrays or None;
 // max_seqlen_q / max_seqlen_k are read only with cu_seqlens (0 otherwise). stream is a
-// cudaStream_t as an integer (0: the default stream); ignored on the CPU. The Python layer
-// (flashattn/_api.py) checks the options' types; the library checks every value.
+// cudaStream_t as an integer (0: the default stream); ignored on the CPU.
+// KV cache (any of k_cache, v_cache, cache_seqlens, block_table given; params.h): k and v are the
+// optional new tokens (None for none), which the library writes into the caches in place, so
+// then the caches must be writable arrays.
+// The Python layer (flashattn/_api.py) checks the options' types; the library checks every value.
 void forward(nb::handle q, nb::handle k, nb::handle v, nb::handle out, nb::handle lse,
              std::optional<double> softmax_scale, bool causal, std::int64_t window_left,
              std::int64_t window_right, double softcap, nb::handle alibi_slopes, nb::handle sinks,
              nb::handle cu_seqlens_q, nb::handle cu_seqlens_k, nb::handle seqused_k,
              std::int64_t max_seqlen_q, std::int64_t max_seqlen_k, const std::string& backend,
-             std::uintptr_t stream) {
+             std::uintptr_t stream, nb::handle k_cache, nb::handle v_cache,
+             nb::handle cache_seqlens, nb::handle block_table, std::int64_t num_splits) {
   std::vector<InputArray> inputs;
   std::vector<OutputArray> outputs;
   flashattn::ForwardParams p;
   p.q = input_view(q, "q", &inputs);
-  p.k = input_view(k, "k", &inputs);
-  p.v = input_view(v, "v", &inputs);
+  const bool kv_call = !k_cache.is_none() || !v_cache.is_none() || !cache_seqlens.is_none() ||
+                       !block_table.is_none();
+  if (kv_call) {
+    constexpr const char* kCacheLayout =
+        "(batch, cache_len, kv_heads, head_dim) or, paged, (num_pages, page_size, kv_heads, "
+        "head_dim)";
+    constexpr const char* kNewLayout = "(batch, seqlen_new, kv_heads, head_dim)";
+    const bool appends = !k.is_none() || !v.is_none();
+    p.k_cache = kv_view(k_cache, "k_cache", kCacheLayout, appends, &inputs, &outputs);
+    p.v_cache = kv_view(v_cache, "v_cache", kCacheLayout, appends, &inputs, &outputs);
+    p.k = kv_view(k, "k", kNewLayout, false, &inputs, &outputs);
+    p.v = kv_view(v, "v", kNewLayout, false, &inputs, &outputs);
+    p.cache_seqlens = side_view(cache_seqlens, "cache_seqlens", kInt32, "1 (batch)", &inputs);
+    p.block_table =
+        side_view(block_table, "block_table", kInt32, "2 (batch, max_pages_per_seq)", &inputs);
+  } else {
+    p.k = input_view(k, "k", &inputs);
+    p.v = input_view(v, "v", &inputs);
+  }
   p.out = output_view(out, "out", kAttentionDtypes, &outputs);
   const bool varlen = !cu_seqlens_q.is_none() || !cu_seqlens_k.is_none();
   if (!lse.is_none()) {
@@ -314,11 +369,43 @@ void forward(nb::handle q, nb::handle k, nb::handle v, nb::handle out, nb::handl
   p.seqused_k = side_view(seqused_k, "seqused_k", kInt32, "1 (batch)", &inputs);
   p.max_seqlen_q = max_seqlen_q;
   p.max_seqlen_k = max_seqlen_k;
+  p.num_splits = num_splits_as_int(num_splits);
 
   Status st;
   {
     nb::gil_scoped_release release;
     st = flashattn::forward(p, backend, reinterpret_cast<flashattn::StreamHandle>(stream));
+  }
+  if (!st.ok()) raise_status(st);
+}
+
+// combine(outs, lses, out, lse, stream): merges the partial results outs[i], lses[i] (lists of
+// float32 arrays) into out (and lse, or None) in place (flashattn/combine.h). Every part is named
+// by its index ("outs[2]") in the library's messages.
+void combine(nb::list outs, nb::list lses, nb::handle out, nb::handle lse, std::uintptr_t stream) {
+  std::vector<InputArray> inputs;
+  std::vector<OutputArray> outputs;
+  flashattn::CombineParams p;
+  for (auto [list, prefix, parts] : {std::tuple{&outs, "outs", &p.outs},
+                                     std::tuple{&lses, "lses", &p.lses}}) {
+    for (std::size_t i = 0; i < list->size(); ++i) {
+      const std::string name = std::string(prefix) + "[" + std::to_string(i) + "]";
+      // kFloat32's rule: any DType imports, and the library names a part that is not float32.
+      parts->push_back(input_view((*list)[i], name.c_str(), &inputs, kFloat32));
+    }
+  }
+  p.out = output_view(out, "out", kAttentionDtypes, &outputs);
+  if (!lse.is_none()) {
+    p.lse = output_view(lse, "lse", kFloat32, &outputs);
+    if (p.lse.rank == 0) {  // a rank-0 view reads as "no LSE" to the library
+      raise_status(Status(StatusCode::kInvalidRank,
+                          "lse.rank = 0, expected 3 (batch, heads, seqlen_q)"));
+    }
+  }
+  Status st;
+  {
+    nb::gil_scoped_release release;
+    st = flashattn::combine(p, reinterpret_cast<flashattn::StreamHandle>(stream));
   }
   if (!st.ok()) raise_status(st);
 }
@@ -347,10 +434,19 @@ NB_MODULE(_C, m) {
         nb::arg("alibi_slopes").none(), nb::arg("sinks").none(), nb::arg("cu_seqlens_q").none(),
         nb::arg("cu_seqlens_k").none(), nb::arg("seqused_k").none(), nb::arg("max_seqlen_q"),
         nb::arg("max_seqlen_k"), nb::arg("backend"), nb::arg("stream"),
+        nb::arg("k_cache").none() = nb::none(), nb::arg("v_cache").none() = nb::none(),
+        nb::arg("cache_seqlens").none() = nb::none(), nb::arg("block_table").none() = nb::none(),
+        nb::arg("num_splits") = 0,
         "Attention forward into caller-provided arrays (BSHD, or packed (total, heads, head_dim) "
         "with cu_seqlens; lse float32 (batch, heads, seqlen_q) / (heads, total_q) or None; the "
-        "side inputs arrays or None). Raises ValueError / TypeError / RuntimeError with the "
-        "library's message.");
+        "side inputs arrays or None). With k_cache: a KV cache call, k and v the new tokens "
+        "(or None), written into the caches in place. Raises ValueError / TypeError / "
+        "RuntimeError with the library's message.");
+  m.def("combine", &combine, nb::arg("outs"), nb::arg("lses"), nb::arg("out").none(),
+        nb::arg("lse").none(), nb::arg("stream"),
+        "Merges partial results (lists of float32 outs (batch, seqlen_q, heads, head_dim) and "
+        "lses (batch, heads, seqlen_q)) into out (and lse, or None) in place. Raises as "
+        "forward.");
   m.def("list_backends", &list_backends,
         "Every backend built in: (name, description, device, usable, why_not).");
 }

@@ -108,3 +108,57 @@ def aligned_copy(x: np.ndarray) -> np.ndarray:
     y = aligned_empty(x.shape, x.dtype)
     y[...] = x
     return y
+
+
+# ---- the KV cache (flash_attn_with_kvcache) ----
+
+def kvcache_inputs(lens, seqlen_q, seqlen_new, heads, kv_heads, head_dim, dtype, seed, *,
+                   capacity=128, page_size=None, spare_pages=2, unused_entry=-1):
+    """A KV cache problem: dict(q, k_cache, v_cache, k, v, cache_seqlens, block_table), NumPy.
+
+    Sequence b holds lens[b] keys; rows of the cache it does not hold yet (the new tokens' rows
+    included) are NaN, so a backend that reads one, or fails to write a new token, shows up.
+    Contiguous (page_size None): caches (batch, capacity, kv_heads, head_dim). Paged: every
+    sequence gets capacity / page_size distinct pages, shuffled over num_pages = batch *
+    that + spare_pages (the spare pages are NaN too); block_table entries past the pages a
+    sequence uses (lens[b] + seqlen_new keys) hold `unused_entry` (the library reads only those
+    it uses). k, v are None when seqlen_new is 0."""
+    rng = np.random.default_rng(seed)
+    batch = len(lens)
+    q = randn((batch, seqlen_q, heads, head_dim), dtype, rng)
+    cache_shape = (kv_heads, head_dim)
+    if page_size is None:
+        k_cache = aligned_empty((batch, capacity) + cache_shape, dtype)
+        table = None
+    else:
+        assert capacity % page_size == 0
+        per_seq = capacity // page_size
+        num_pages = batch * per_seq + spare_pages
+        k_cache = aligned_empty((num_pages, page_size) + cache_shape, dtype)
+        table = rng.permutation(num_pages)[:batch * per_seq].reshape(batch, per_seq)
+        table = aligned_copy(table.astype(np.int32))
+        for b, n in enumerate(lens):
+            used = -(-(n + seqlen_new) // page_size)
+            table[b, used:] = unused_entry
+    v_cache = aligned_empty(k_cache.shape, dtype)
+    k_cache[...] = np.nan
+    v_cache[...] = np.nan
+    for b, n in enumerate(lens):
+        j = np.arange(n)
+        at = (b, j) if table is None else (table[b, j // page_size], j % page_size)
+        k_cache[at] = rng.standard_normal((n,) + cache_shape) + 0.5
+        v_cache[at] = rng.standard_normal((n,) + cache_shape) + 0.5
+    k = v = None
+    if seqlen_new:
+        k = randn((batch, seqlen_new) + cache_shape, dtype, rng)
+        v = randn((batch, seqlen_new) + cache_shape, dtype, rng)
+    return dict(q=q, k_cache=k_cache, v_cache=v_cache, k=k, v=v,
+                cache_seqlens=aligned_copy(np.asarray(lens, dtype=np.int32)), block_table=table)
+
+
+def same_bits(a, b) -> bool:
+    """a and b hold the same values, NaN where the other has NaN (for caches and poisoned
+    outputs)."""
+    a, b = np.asarray(a), np.asarray(b)
+    return a.shape == b.shape and a.dtype == b.dtype and np.array_equal(
+        as_float64(a), as_float64(b), equal_nan=True)
