@@ -578,5 +578,98 @@ TEST_F(CliRunVariantsTest, BadSideFilesNameTheFileAndWriteNothing) {
   }
 }
 
+// run with a paged KV cache and new tokens: O, LSE and the caches after the append equal
+// cpu-reference's through forward() bit for bit.
+TEST_F(CliRunVariantsTest, KvCacheFilesMatchForward) {
+  const std::int64_t b = 2, sq = 3, h = 4, hk = 2, d = 16, page = 16, pages = 6, per_seq = 3;
+  const npy::Array q = floats({b, sq, h, d}, 11), kn = floats({b, sq, hk, d}, 12),
+                   vn = floats({b, sq, hk, d}, 13), kc = floats({pages, page, hk, d}, 14),
+                   vc = floats({pages, page, hk, d}, 15);
+  npy::Array table = ints({5, 0, 3, 1, 4, 2});
+  table.shape = {b, per_seq};
+  const std::vector<std::int64_t> lens = {20, 0};
+  write("q.npy", q);
+  write("kn.npy", kn);
+  write("vn.npy", vn);
+  write("kc.npy", kc);
+  write("vc.npy", vc);
+  write("table.npy", table);
+  write("lens.npy", ints(lens, npy::ElemType::kInt32));
+  const std::string cache = file("--k-cache", "kc.npy") + file("--v-cache", "vc.npy") +
+                            file("--cache-seqlens", "lens.npy") + file("--block-table", "table.npy") +
+                            file("--k-cache-out", "kc_out.npy") + file("--v-cache-out", "vc_out.npy");
+  const CliResult r = cli("run --device cpu --backend cpu-reference --dtype fp32 --causal" +
+                          file("--q", "q.npy") + file("--k", "kn.npy") + file("--v", "vn.npy") +
+                          file("--out", "o.npy") + file("--lse", "lse.npy") + cache);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.err, "");
+
+  std::vector<float> qv = q.values, knv = kn.values, vnv = vn.values, kcv = kc.values,
+                     vcv = vc.values;
+  std::vector<std::int32_t> tv(table.ints.begin(), table.ints.end()), lv(lens.begin(), lens.end());
+  std::vector<float> o(static_cast<std::size_t>(b * sq * h * d)), lse(static_cast<std::size_t>(b * h * sq));
+  ForwardParams p;
+  p.q = TensorView::contiguous(qv.data(), DType::kFP32, Device::cpu(), {b, sq, h, d});
+  p.k = TensorView::contiguous(knv.data(), DType::kFP32, Device::cpu(), {b, sq, hk, d});
+  p.v = TensorView::contiguous(vnv.data(), DType::kFP32, Device::cpu(), {b, sq, hk, d});
+  p.k_cache = TensorView::contiguous(kcv.data(), DType::kFP32, Device::cpu(), {pages, page, hk, d});
+  p.v_cache = TensorView::contiguous(vcv.data(), DType::kFP32, Device::cpu(), {pages, page, hk, d});
+  p.block_table = TensorView::contiguous(tv.data(), DType::kInt32, Device::cpu(), {b, per_seq});
+  p.cache_seqlens = TensorView::contiguous(lv.data(), DType::kInt32, Device::cpu(), {b});
+  p.out = TensorView::contiguous(o.data(), DType::kFP32, Device::cpu(), {b, sq, h, d});
+  p.lse = TensorView::contiguous(lse.data(), DType::kFP32, Device::cpu(), {b, h, sq});
+  p.causal = true;
+  const Status st = forward(p, "cpu-reference");
+  ASSERT_TRUE(st.ok()) << st.to_string();
+  EXPECT_EQ(read("o.npy").values, o);
+  EXPECT_EQ(read("lse.npy").values, lse);
+  EXPECT_EQ(read("kc_out.npy").values, kcv);  // the appended rows included
+  EXPECT_EQ(read("vc_out.npy").values, vcv);
+  EXPECT_EQ(read("kc_out.npy").shape, (std::vector<std::int64_t>{pages, page, hk, d}));
+  EXPECT_NE(read("kc_out.npy").values, kc.values) << "the new tokens were not appended";
+}
+
+// KV-cache flags: a bad file names itself, a flag without --k-cache or a half pair is a usage
+// error; nothing is written.
+TEST_F(CliRunVariantsTest, BadKvCacheInputsWriteNothing) {
+  const std::int64_t b = 2, h = 4, hk = 2, d = 16;
+  write("q.npy", floats({b, 1, h, d}, 1));
+  write("kc.npy", floats({b, 32, hk, d}, 2));
+  write("vc.npy", floats({b, 32, hk, d}, 3));
+  write("kn.npy", floats({b, 1, hk, d}, 4));
+  write("lens.npy", ints({5, 40}));
+  write("lens_ok.npy", ints({5, 7}));
+  npy::Array table = ints({0, 9});
+  table.shape = {b, 1};
+  write("table.npy", table);
+  const std::string io_cache = file("--q", "q.npy") + file("--out", "o.npy") +
+                               file("--k-cache", "kc.npy") + file("--v-cache", "vc.npy");
+  struct Case {
+    std::string flags;
+    int exit_code;
+    std::string expected;
+  };
+  const std::vector<Case> cases = {
+      {io_cache + file("--cache-seqlens", "lens.npy"), 1,
+       "--cache-seqlens " + path("lens.npy") + ": invalid_argument: cache_seqlens[1] + seqlen_new = 40"},
+      {io_cache, 2, "--k-cache needs --cache-seqlens FILE"},
+      {io_cache + file("--cache-seqlens", "lens_ok.npy") + file("--k", "kn.npy"), 2,
+       "--k needs --v"},
+      {file("--q", "q.npy") + file("--k", "kn.npy") + file("--v", "kn.npy") +
+           file("--out", "o.npy") + file("--block-table", "table.npy"),
+       2, "--block-table applies only with --k-cache"},
+      {io_cache + file("--cache-seqlens", "lens_ok.npy") + " --num-splits -1", 2,
+       "--num-splits expects an integer >= 0, got \"-1\""},
+      {io_cache + file("--cache-seqlens", "lens_ok.npy") + " --num-splits 300", 1,
+       "--num-splits 300: invalid_argument: num_splits = 300, expected 0 (chosen) to 256"},
+  };
+  for (const Case& c : cases) {
+    const CliResult r = cli("run --device cpu --dtype fp32" + c.flags);
+    EXPECT_EQ(r.exit_code, c.exit_code) << c.flags << "\n" << r.err;
+    EXPECT_NE(r.err.find(c.expected), std::string::npos) << c.flags << "\n" << r.err;
+    EXPECT_FALSE(exists("o.npy")) << c.flags;
+  }
+}
+
 }  // namespace
 }  // namespace flashattn

@@ -16,6 +16,7 @@
 #include "cli_args.h"
 #include "commands.h"
 #include "common/dtype_convert.h"
+#include "common/mask_rule.h"
 #include "common/owned_tensor.h"
 #include "verify/compare.h"
 #include "npy.h"
@@ -168,6 +169,25 @@ std::int64_t count_nonfinite_lse(const std::vector<float>& lse, const ProblemSha
   return n;
 }
 
+// count_nonfinite_lse for a KV-cache call: sequence b has cache_seqlens[b] + seqlen_new keys,
+// so which rows see none comes from the cache lengths, not from the shape alone.
+std::int64_t count_nonfinite_lse_kv(const std::vector<float>& lse, const ProblemShape& shape,
+                                    const std::vector<std::int32_t>& cache_seqlens,
+                                    std::int64_t seqlen_new) {
+  std::int64_t n = 0;
+  const std::int64_t per_batch = shape.heads * shape.seqlen_q;
+  for (std::size_t i = 0; i < lse.size(); ++i) {
+    const auto at = static_cast<std::int64_t>(i);
+    const std::int64_t b = at / per_batch, row = at % shape.seqlen_q;
+    const MaskRule rule = MaskRule::make(shape.seqlen_q, cache_seqlens[static_cast<std::size_t>(b)] + seqlen_new,
+                                         shape.window_left, shape.window_right, shape.causal);
+    const bool expected_inf = rule.row_range(row).empty() && !shape.sinks &&
+                              lse[i] == -std::numeric_limits<float>::infinity();
+    if (!std::isfinite(lse[i]) && !expected_inf) ++n;
+  }
+  return n;
+}
+
 // The message of validate() names the argument first ("q.shape[2] ...", "cu_seqlens_q[1] = ...",
 // "max_seqlen_k = ..."): the file or flag it came from, else every input.
 std::string where_from(const std::string& msg, const std::vector<const Input*>& inputs,
@@ -212,12 +232,17 @@ int cmd_run(const Args& args) {
       "over them is NaN or infinite, and run says on stderr how many output values are.\n"
       "The whole problem, the offsets' values included, is checked on the host before it is\n"
       "computed; a mismatch between the files (or with --max-seqlen-q/-k) names the file or\n"
-      "flag (exit status 1).");
+      "flag (exit status 1).\n"
+      "KV cache (--k-cache, --v-cache, --cache-seqlens): the caches are (batch, cache_len,\n"
+      "kv_heads, head_dim), or paged (num_pages, page_size, kv_heads, head_dim) with\n"
+      "--block-table; --k and --v are then optional new tokens (batch, seqlen_new, kv_heads,\n"
+      "head_dim), written into the caches at --cache-seqlens and attended; --k-cache-out and\n"
+      "--v-cache-out write the caches after that append (float32, the caches' shapes).");
   std::optional<std::string> q_path, k_path, v_path, out_path, lse_path;
   parser.section("Files");
   parser.add_string("--q", &q_path, "FILE", "queries (required)");
-  parser.add_string("--k", &k_path, "FILE", "keys (required)");
-  parser.add_string("--v", &v_path, "FILE", "values (required)");
+  parser.add_string("--k", &k_path, "FILE", "keys (required; with --k-cache: new tokens, optional)");
+  parser.add_string("--v", &v_path, "FILE", "values (required; with --k-cache: new tokens, optional)");
   parser.add_string("--out", &out_path, "FILE", "output O (required)");
   parser.add_string("--lse", &lse_path, "FILE", "also write the log-sum-exp of each row");
   CommonFlags flags;
@@ -245,11 +270,62 @@ int cmd_run(const Args& args) {
   parser.add_int("--max-seqlen-k", &max_seqlen_k, "N",
                  "with --cu-seqlens-k: the longest key sequence (default: the longest in\n"
                  "--cu-seqlens-k)");
+  std::optional<std::string> k_cache_path, v_cache_path, seqlens_path, table_path;
+  std::optional<std::string> k_cache_out_path, v_cache_out_path;
+  std::optional<std::int64_t> num_splits;
+  parser.section("KV cache");
+  parser.add_string("--k-cache", &k_cache_path, "FILE",
+                    "key cache (batch, cache_len, kv_heads, head_dim), or paged (num_pages,\n"
+                    "page_size, kv_heads, head_dim) with --block-table; needs --v-cache and\n"
+                    "--cache-seqlens");
+  parser.add_string("--v-cache", &v_cache_path, "FILE", "value cache, the key cache's shape");
+  parser.add_string("--cache-seqlens", &seqlens_path, "FILE",
+                    "integer (batch): the keys already in each sequence's cache");
+  parser.add_string("--block-table", &table_path, "FILE",
+                    "paged cache: integer (batch, max_pages_per_seq), the page of each block of\n"
+                    "page_size keys");
+  parser.add_int("--num-splits", &num_splits, "N",
+                 "split-KV: blocks per (sequence, kv head) on the GPU (default 0: chosen);\n"
+                 "the CPU backends compute unsplit");
+  parser.add_string("--k-cache-out", &k_cache_out_path, "FILE",
+                    "write the key cache after the append (float32)");
+  parser.add_string("--v-cache-out", &v_cache_out_path, "FILE",
+                    "write the value cache after the append (float32)");
   if (!parser.parse(args)) return kExitOk;
 
-  for (const auto& [flag, value] : {std::pair{"--q", &q_path}, std::pair{"--k", &k_path},
-                                    std::pair{"--v", &v_path}, std::pair{"--out", &out_path}}) {
+  const bool kv_cache = k_cache_path.has_value();
+  for (const auto& [flag, value] : {std::pair{"--q", &q_path}, std::pair{"--out", &out_path}}) {
     if (!value->has_value()) throw UsageError(std::string(flag) + " FILE is required");
+  }
+  if (!kv_cache) {
+    for (const auto& [flag, value] : {std::pair{"--k", &k_path}, std::pair{"--v", &v_path}}) {
+      if (!value->has_value()) {
+        throw UsageError(std::string(flag) + " FILE is required (or --k-cache for a KV cache)");
+      }
+    }
+    for (const auto& [flag, given] :
+         {std::pair{"--v-cache", v_cache_path.has_value()},
+          std::pair{"--cache-seqlens", seqlens_path.has_value()},
+          std::pair{"--block-table", table_path.has_value()},
+          std::pair{"--num-splits", num_splits.has_value()},
+          std::pair{"--k-cache-out", k_cache_out_path.has_value()},
+          std::pair{"--v-cache-out", v_cache_out_path.has_value()}}) {
+      if (given) throw UsageError(std::string(flag) + " applies only with --k-cache (a KV cache)");
+    }
+  } else {
+    if (!v_cache_path.has_value()) throw UsageError("--k-cache needs --v-cache");
+    if (!seqlens_path.has_value()) {
+      throw UsageError("--k-cache needs --cache-seqlens FILE (the keys already in the cache)");
+    }
+    if (k_path.has_value() != v_path.has_value()) {
+      throw UsageError(std::string(k_path.has_value() ? "--k" : "--v") + " needs " +
+                       (k_path.has_value() ? "--v" : "--k") +
+                       ": the new tokens of a KV cache come as both");
+    }
+    if (cu_q_path.has_value() || cu_k_path.has_value()) {
+      throw UsageError("--k-cache does not combine with --cu-seqlens-q/-k (the KV cache takes "
+                       "dense q)");
+    }
   }
   if (cu_q_path.has_value() != cu_k_path.has_value()) {
     throw UsageError(std::string(cu_q_path.has_value() ? "--cu-seqlens-q" : "--cu-seqlens-k") +
@@ -267,10 +343,15 @@ int cmd_run(const Args& args) {
   check_window_with_causal(variants, flags.causal);
   std::vector<PathArg> outputs = {{"--out", *out_path}};
   if (lse_path.has_value()) outputs.push_back({"--lse", *lse_path});
-  std::vector<PathArg> input_paths = {{"--q", *q_path}, {"--k", *k_path}, {"--v", *v_path}};
+  if (k_cache_out_path.has_value()) outputs.push_back({"--k-cache-out", *k_cache_out_path});
+  if (v_cache_out_path.has_value()) outputs.push_back({"--v-cache-out", *v_cache_out_path});
+  std::vector<PathArg> input_paths = {{"--q", *q_path}};
   for (const auto& [flag, path] :
-       {std::pair{"--alibi-slopes", &alibi_path}, std::pair{"--sinks", &sinks_path},
-        std::pair{"--cu-seqlens-q", &cu_q_path}, std::pair{"--cu-seqlens-k", &cu_k_path}}) {
+       {std::pair{"--k", &k_path}, std::pair{"--v", &v_path},
+        std::pair{"--alibi-slopes", &alibi_path}, std::pair{"--sinks", &sinks_path},
+        std::pair{"--cu-seqlens-q", &cu_q_path}, std::pair{"--cu-seqlens-k", &cu_k_path},
+        std::pair{"--k-cache", &k_cache_path}, std::pair{"--v-cache", &v_cache_path},
+        std::pair{"--cache-seqlens", &seqlens_path}, std::pair{"--block-table", &table_path}}) {
     if (path->has_value()) input_paths.push_back({flag, **path});
   }
   check_distinct_files(outputs, input_paths);
@@ -282,13 +363,33 @@ int cmd_run(const Args& args) {
       flags.dtype, device.type == DeviceType::kCUDA ? kCudaDefaults.dtype : kCpuDefaults.dtype);
   for (const PathArg& out : outputs) check_writable(out);
 
-  Input q{"--q", *q_path, {}, {}}, k{"--k", *k_path, {}, {}}, v{"--v", *v_path, {}, {}};
+  Input q{"--q", *q_path, {}, {}}, k{"--k", k_path.value_or(""), {}, {}},
+      v{"--v", v_path.value_or(""), {}, {}};
   const std::size_t rank = varlen ? 3 : 4;
   load_input(&q, rank, varlen ? "(total_q, heads, head_dim)" : "(batch, seqlen_q, heads, head_dim)");
   const std::string kv_layout =
-      varlen ? "(total_k, kv_heads, head_dim)" : "(batch, seqlen_k, kv_heads, head_dim)";
-  load_input(&k, rank, kv_layout);
-  load_input(&v, rank, kv_layout);
+      varlen     ? "(total_k, kv_heads, head_dim)"
+      : kv_cache ? "(batch, seqlen_new, kv_heads, head_dim)"
+                 : "(batch, seqlen_k, kv_heads, head_dim)";
+  const bool new_tokens = k_path.has_value();
+  if (new_tokens) {
+    load_input(&k, rank, kv_layout);
+    load_input(&v, rank, kv_layout);
+  }
+  Input k_cache{"--k-cache", k_cache_path.value_or(""), {}, {}};
+  Input v_cache{"--v-cache", v_cache_path.value_or(""), {}, {}};
+  Input seqlens{"--cache-seqlens", seqlens_path.value_or(""), {}, {}};
+  Input table{"--block-table", table_path.value_or(""), {}, {}};
+  std::vector<std::int32_t> seqlen_values, table_values;
+  if (kv_cache) {
+    const std::string cache_layout =
+        table_path.has_value() ? "(num_pages, page_size, kv_heads, head_dim)"
+                               : "(batch, cache_len, kv_heads, head_dim)";
+    load_input(&k_cache, 4, cache_layout);
+    load_input(&v_cache, 4, cache_layout);
+    seqlen_values = load_offsets(&seqlens);
+    if (table_path.has_value()) table_values = load_offsets(&table);
+  }
   Input alibi{"--alibi-slopes", alibi_path.value_or(""), {}, {}};
   Input sinks{"--sinks", sinks_path.value_or(""), {}, {}};
   Input cu_q{"--cu-seqlens-q", cu_q_path.value_or(""), {}, {}};
@@ -308,9 +409,24 @@ int cmd_run(const Args& args) {
   const std::vector<std::int64_t> lse_shape =
       varlen ? std::vector<std::int64_t>{heads, o_shape[0]}
              : std::vector<std::int64_t>{o_shape[0], o_shape[2], o_shape[1]};
+  std::vector<Input*> values_in = {&q};
+  if (new_tokens) values_in.insert(values_in.end(), {&k, &v});
+  if (kv_cache) values_in.insert(values_in.end(), {&k_cache, &v_cache});
   std::int64_t nonfinite_inputs = 0;
-  for (const Input* in : {&q, &k, &v}) nonfinite_inputs += check_values(*in, dtype);
-  for (Input* in : {&q, &k, &v}) to_host_tensor(in, dtype);
+  for (const Input* in : values_in) nonfinite_inputs += check_values(*in, dtype);
+  for (Input* in : values_in) to_host_tensor(in, dtype);
+  if (kv_cache) {
+    for (auto [in, values] : {std::pair{&seqlens, &seqlen_values}, std::pair{&table, &table_values}}) {
+      if (in == &table && !table_path.has_value()) continue;
+      const Status st = OwnedTensor::create(DType::kInt32, Device::cpu(), in->array.shape,
+                                            &in->tensor);
+      if (!st.ok() || in->tensor.from_host_int32(*values).code() != StatusCode::kOk) {
+        throw RunError(in->flag + " " + in->path + ": shape " +
+                       npy::shape_string(in->array.shape) + " is not an integer array (" +
+                       st.to_string() + ")");
+      }
+    }
+  }
   for (Input* in : side) to_host_tensor(in, DType::kFP32);
   // Sequence lengths from the offsets (for the default max_seqlen and the LSE note): only where
   // the offsets are a list; validate() reports anything else.
@@ -342,6 +458,14 @@ int cmd_run(const Args& args) {
     params.q = q.tensor.view();
     params.k = k.tensor.view();
     params.v = v.tensor.view();
+    if (kv_cache) {
+      params.k_cache = k_cache.tensor.view();
+      params.v_cache = v_cache.tensor.view();
+      params.cache_seqlens = seqlens.tensor.view();
+      params.block_table = table.tensor.view();
+      params.num_splits = static_cast<int>(std::clamp<std::int64_t>(
+          num_splits.value_or(0), std::numeric_limits<int>::min(), std::numeric_limits<int>::max()));
+    }
     params.out = out.view();
     if (lse_path.has_value()) params.lse = lse.view();
     params.causal = flags.causal;
@@ -376,6 +500,7 @@ int cmd_run(const Args& args) {
   if (!st.ok()) {
     std::vector<const Input*> inputs = {&q, &k, &v};
     for (const Input* in : side) inputs.push_back(in);
+    if (kv_cache) inputs.insert(inputs.end(), {&k_cache, &v_cache, &seqlens, &table});
     if (varlen) {
       inputs.push_back(&cu_q);
       inputs.push_back(&cu_k);
@@ -383,11 +508,17 @@ int cmd_run(const Args& args) {
     const std::string where = where_from(
         st.message(), inputs,
         {{"max_seqlen_q", "--max-seqlen-q " + std::to_string(params.max_seqlen_q)},
-         {"max_seqlen_k", "--max-seqlen-k " + std::to_string(params.max_seqlen_k)}},
-        "inputs " + q.path + ", " + k.path + ", " + v.path);
+         {"max_seqlen_k", "--max-seqlen-k " + std::to_string(params.max_seqlen_k)},
+         {"num_splits", "--num-splits " + std::to_string(params.num_splits)}},
+        "inputs " + q.path + (new_tokens ? ", " + k.path + ", " + v.path : std::string()) +
+            (kv_cache ? ", " + k_cache.path + ", " + v_cache.path : std::string()));
     throw RunError(where + ": " + st.to_string());
   }
-  if (!varlen) {
+  if (kv_cache) {
+    shape.batch = o_shape[0];
+    shape.seqlen_q = o_shape[1];
+    shape.seqlen_k = params.seqlen_k();  // the capacity; the rows' own key counts: below
+  } else if (!varlen) {
     shape.batch = o_shape[0];
     shape.seqlen_q = o_shape[1];
     shape.seqlen_k = k.array.shape[1];
@@ -402,7 +533,10 @@ int cmd_run(const Args& args) {
   shape.sinks = sinks_path.has_value();
 
   if (device.type != DeviceType::kCPU) {
-    for (Input* in : {&q, &k, &v, &alibi, &sinks, &cu_q, &cu_k}) to_device(in, device);
+    for (Input* in : {&q, &k, &v, &alibi, &sinks, &cu_q, &cu_k, &k_cache, &v_cache, &seqlens,
+                      &table}) {
+      to_device(in, device);
+    }
     allocate_outputs(device);
     make_params();
   }
@@ -416,17 +550,38 @@ int cmd_run(const Args& args) {
   const std::int64_t o_values_count = static_cast<std::int64_t>(o_values.size());
   const std::int64_t lse_values_count = static_cast<std::int64_t>(lse_values.size());
   const std::int64_t nonfinite_o = count_nonfinite(o_values);
-  const std::int64_t nonfinite_lse = count_nonfinite_lse(lse_values, shape);
+  const std::int64_t nonfinite_lse =
+      kv_cache ? count_nonfinite_lse_kv(lse_values, shape, seqlen_values, params.seqlen_new())
+               : count_nonfinite_lse(lse_values, shape);
+  // The caches after the append, for --k-cache-out / --v-cache-out.
+  std::vector<float> k_cache_values, v_cache_values;
+  if (k_cache_out_path.has_value()) st = k_cache.tensor.to_host_float(&k_cache_values);
+  if (st.ok() && v_cache_out_path.has_value()) st = v_cache.tensor.to_host_float(&v_cache_values);
+  if (!st.ok()) throw RunError("reading the caches back: " + st.to_string());
 
   const std::string o_tmp = write_temp("--out", *out_path, o_shape, std::move(o_values));
   std::string lse_tmp;
-  if (lse_path.has_value()) {
-    try {
+  // Every output goes to a temporary first; a failure removes those already written.
+  std::vector<std::pair<std::string, std::string>> extra;  // (temporary, final) cache outputs
+  try {
+    if (lse_path.has_value()) {
       lse_tmp = write_temp("--lse", *lse_path, lse_shape, std::move(lse_values));
-    } catch (const RunError&) {
-      std::remove(o_tmp.c_str());
-      throw;
     }
+    if (k_cache_out_path.has_value()) {
+      extra.emplace_back(write_temp("--k-cache-out", *k_cache_out_path, k_cache.array.shape,
+                                    std::move(k_cache_values)),
+                         *k_cache_out_path);
+    }
+    if (v_cache_out_path.has_value()) {
+      extra.emplace_back(write_temp("--v-cache-out", *v_cache_out_path, v_cache.array.shape,
+                                    std::move(v_cache_values)),
+                         *v_cache_out_path);
+    }
+  } catch (const RunError&) {
+    std::remove(o_tmp.c_str());
+    if (!lse_tmp.empty()) std::remove(lse_tmp.c_str());
+    for (const auto& [tmp, final_path] : extra) std::remove(tmp.c_str());
+    throw;
   }
   if (std::rename(o_tmp.c_str(), out_path->c_str()) != 0) {
     std::remove(o_tmp.c_str());
@@ -435,8 +590,15 @@ int cmd_run(const Args& args) {
   }
   if (!lse_tmp.empty() && std::rename(lse_tmp.c_str(), lse_path->c_str()) != 0) {
     std::remove(lse_tmp.c_str());
+    for (const auto& [tmp, final_path] : extra) std::remove(tmp.c_str());
     throw RunError("--lse " + *lse_path + ": cannot write (rename failed); " + *out_path +
                    " was written");
+  }
+  for (const auto& [tmp, final_path] : extra) {
+    if (std::rename(tmp.c_str(), final_path.c_str()) != 0) {
+      std::remove(tmp.c_str());
+      throw RunError(final_path + ": cannot write (rename failed); " + *out_path + " was written");
+    }
   }
   if (nonfinite_o > 0 || nonfinite_lse > 0) {
     std::string note = "flashattn run: note: " + std::to_string(nonfinite_o) + " of " +
