@@ -434,7 +434,7 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, *, cache_seqlen
             rounding, and the CPU backends compute unsplit.
         return_lse: also return the float32 LSE (batch, heads, seqlen_q).
         backend: as flash_attn_func; "auto" picks one that implements a KV cache (on the CPU:
-            cpu-reference). A backend without it raises RuntimeError ("unsupported: backend ...
+            cpu-flash; on the GPU: flash-decode). A backend without it raises RuntimeError ("unsupported: backend ...
             does not implement a KV cache (k_cache / v_cache)").
         Every argument after v is keyword-only (FlashAttention-2's sixth positional argument is
         rotary_cos, which flashattn does not take; nor cache_batch_idx, cache_leftpad).

@@ -21,8 +21,8 @@ enum Variant : unsigned {
   kVariantKvCache = 1u << 5,  // k_cache / v_cache / cache_seqlens (new k / v appended)
   kVariantPagedKv = 1u << 6,  // block_table (a paged KV cache)
 };
-// kAllVariants is the set every backend implements; the KV cache bits are not in it: only
-// cpu-reference declares them so far, and every other backend refuses a KV cache by name.
+// kAllVariants is the set every backend implements; the KV cache bits are not in it: the CPU
+// backends and flash-decode declare them, and every other backend refuses a KV cache by name.
 constexpr unsigned kAllVariants =
     kVariantWindow | kVariantSoftcap | kVariantAlibi | kVariantSinks | kVariantVarlen;
 

@@ -20,8 +20,8 @@ const std::array<const Backend*, 7>& registry() {
 // "auto" takes the first usable backend that supports the params, in this order per device type.
 // The Hopper kernel first (usable on compute capability 9.0 only); then the mma.sync kernel
 // (Ampere, Ada, and Hopper problems flash-sm90 does not take); "flash" covers what neither does
-// (fp32, other head dims, GPUs older than sm_80). On the CPU, the float64 reference takes what
-// cpu-flash does not (a KV cache). KV-cache calls go to flash-decode, the one GPU backend with a
+// (fp32, other head dims, GPUs older than sm_80). On the CPU, cpu-flash takes everything; the
+// float64 reference stays behind it for anything it would not. KV-cache calls go to flash-decode, the one GPU backend with a
 // KV cache.
 constexpr std::array<std::string_view, 4> kAutoCuda = {"flash-sm90", "flash-sm80", "flash",
                                                        "flash-decode"};

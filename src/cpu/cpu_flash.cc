@@ -43,6 +43,7 @@
 #include "common/math_constants.h"
 #include "common/tile_scheduler.h"
 #include "cpu/host_loop.h"
+#include "cpu/kv_append.h"
 
 namespace flashattn {
 namespace {
@@ -132,8 +133,10 @@ class FlashWorker {
       for (std::int64_t d = 0; d < head_dim_; ++d) {
         float k_val = 0.0f, v_val = 0.0f;
         if (c < keys) {
-          k_val = load_as_float(a_.k, a_.dtype, offset(a_.k_stride, b, k_row + c, kv_h, d));
-          v_val = load_as_float(a_.v, a_.dtype, offset(a_.v_stride, b, k_row + c, kv_h, d));
+          // kv_offset: the same as offset() for dense and packed K / V, through the block table
+          // for a paged KV cache.
+          k_val = load_as_float(a_.k, a_.dtype, a_.kv_offset(a_.k_stride, b, k_row + c, kv_h) + d);
+          v_val = load_as_float(a_.v, a_.dtype, a_.kv_offset(a_.v_stride, b, k_row + c, kv_h) + d);
         }
         buf_.k_tile_t[d * kBlockN + c] = k_val;
         buf_.v_tile[c * head_dim_ + d] = v_val;
@@ -291,6 +294,7 @@ class FlashWorker {
 
 Status flash_forward(const ForwardParams& p) {
   const AttentionArgs a = make_attention_args(p);
+  cpu::append_to_cache(p, a);  // a KV cache's new tokens, before anything reads the cache
   if (a.batch == 0 || a.heads == 0 || a.seqlen_q == 0) return Status::Ok();
   // Blocks of the longest sequence (max_seqlen_q with varlen); a shorter one's extra blocks
   // return at once.
@@ -320,7 +324,9 @@ class CpuFlashBackend final : public Backend {
     std::int64_t threads = 0;
     return cpu::thread_count(&threads);
   }
-  unsigned variants() const override { return kAllVariants; }
+  // Every variant and the KV cache, contiguous or paged (appended first, kv_append.h; the
+  // computation is unsplit whatever num_splits says).
+  unsigned variants() const override { return kAllVariants | kVariantKvCache | kVariantPagedKv; }
   Status supports(const ForwardParams& /*params*/) const override { return Status::Ok(); }
   Status run(const ForwardParams& params, StreamHandle /*stream*/) const override {
     if (params.q.device.type != DeviceType::kCPU) {

@@ -23,6 +23,7 @@
 #include "common/attention_args.h"
 #include "common/dtype_convert.h"
 #include "cpu/host_loop.h"
+#include "cpu/kv_append.h"
 
 namespace flashattn::cpu {
 namespace {
@@ -126,26 +127,6 @@ Status require_host(const ForwardParams& p) {
   return Status::Ok();
 }
 
-// KV cache: writes the new tokens k, v (batch, seqlen_new, kv_heads, head_dim) into the cache at
-// rows cache_seqlens[b] .. + seqlen_new of sequence b (same dtype: an exact copy).
-void append_to_cache(const ForwardParams& p, const AttentionArgs& a) {
-  for (std::int64_t b = 0; b < a.batch; ++b) {
-    for (std::int64_t t = 0; t < a.seqlen_new; ++t) {
-      const std::int64_t key = a.cache_seqlens[b] + t;
-      for (std::int64_t h = 0; h < a.kv_heads; ++h) {
-        const std::int64_t dst_k = a.kv_offset(a.k_stride, b, key, h);
-        const std::int64_t dst_v = a.kv_offset(a.v_stride, b, key, h);
-        for (std::int64_t d = 0; d < a.head_dim; ++d) {
-          store_from_float(p.k_cache.data, a.dtype, dst_k + d,
-                           load_as_float(p.k.data, a.dtype, offset4(p.k, b, t, h, d)));
-          store_from_float(p.v_cache.data, a.dtype, dst_v + d,
-                           load_as_float(p.v.data, a.dtype, offset4(p.v, b, t, h, d)));
-        }
-      }
-    }
-  }
-}
-
 }  // namespace
 
 template <typename Acc>
@@ -153,7 +134,7 @@ Status naive_forward(const ForwardParams& p) {
   Status st = require_host(p);
   if (!st.ok()) return st;
   const AttentionArgs a = make_attention_args(p);
-  if (a.cache_seqlens != nullptr && a.seqlen_new > 0) append_to_cache(p, a);
+  append_to_cache(p, a);
   return naive_attention<Acc>(a, [&](std::int64_t b, std::int64_t row, std::int64_t h,
                                      const Acc* o_row, Acc lse, std::int64_t /*slot*/) {
     for (std::int64_t d = 0; d < a.head_dim; ++d) {

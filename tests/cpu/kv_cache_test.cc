@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <limits>
@@ -13,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "api/backend.h"
 #include "common/random.h"
 #include "flashattn/flashattn.h"
 #include "test_util.h"
@@ -63,7 +65,7 @@ TensorView view4(float* p, std::int64_t a, std::int64_t b, std::int64_t c, std::
 }
 
 // Runs the case on cpu-reference with a contiguous cache (paged = false) or a paged one.
-CacheRun run_cache(const Case& c, bool paged) {
+CacheRun run_cache(const Case& c, bool paged, const char* backend = "cpu-reference") {
   const auto batch = static_cast<std::int64_t>(c.seqlens.size());
   const std::int64_t kvrow = c.kv_heads * c.head_dim, cache_n = batch * c.cache_len * kvrow;
   const std::vector<float> q0 = random(batch * c.seqlen_q * c.heads * c.head_dim, 0);
@@ -117,7 +119,7 @@ CacheRun run_cache(const Case& c, bool paged) {
     p.k = view4(kn.data(), batch, c.seqlen_new, c.kv_heads, c.head_dim);
     p.v = view4(vn.data(), batch, c.seqlen_new, c.kv_heads, c.head_dim);
   }
-  const Status st = forward(p, "cpu-reference");
+  const Status st = forward(p, backend);
   EXPECT_TRUE(st.ok()) << st.to_string();
   CacheRun r{out.copy(), lse.copy(), std::vector<float>(static_cast<std::size_t>(cache_n)),
         std::vector<float>(static_cast<std::size_t>(cache_n))};
@@ -168,7 +170,7 @@ CacheRun run_cache(const Case& c, bool paged) {
   v.max_seqlen_q = c.seqlen_q;
   v.max_seqlen_k = c.cache_len;
   v.causal = c.causal;
-  const Status st2 = forward(v, "cpu-reference");
+  const Status st2 = forward(v, backend);
   EXPECT_TRUE(st2.ok()) << st2.to_string();
   for (std::int64_t e = 0; e < total_q * c.heads * c.head_dim; ++e) {
     EXPECT_EQ(r.out[static_cast<std::size_t>(e)], out2[e]) << e;
@@ -201,6 +203,37 @@ TEST(KvCache, ContiguousAndPagedMatchTheReference) {
         c.seqlen_new = seqlen_new;
         c.page_size = page;
         expect_same(run_cache(c, false), run_cache(c, true));
+      }
+    }
+  }
+}
+
+// cpu-flash: the same bits paged and contiguous and as its own varlen run of the same keys
+// (run_cache checks that), and within float32 noise of the float64 reference.
+TEST(KvCache, CpuFlashMatchesTheReference) {
+  for (bool causal : {false, true}) {
+    for (std::int64_t seqlen_new : {0, 3}) {
+      SCOPED_TRACE("causal=" + std::to_string(causal) + " new=" + std::to_string(seqlen_new));
+      Case c;
+      c.causal = causal;
+      c.seqlen_new = seqlen_new;
+      c.seqlens = {0, 17, static_cast<std::int32_t>(61 - seqlen_new)};
+      const CacheRun flash = run_cache(c, false, "cpu-flash");
+      expect_same(flash, run_cache(c, true, "cpu-flash"));
+      const CacheRun ref = run_cache(c, false);
+      EXPECT_TRUE(flash.k_cache == ref.k_cache);
+      float max_ref = 0.0f, max_diff = 0.0f;
+      for (std::size_t i = 0; i < ref.out.size(); ++i) {
+        max_ref = std::max(max_ref, std::fabs(ref.out[i]));
+        max_diff = std::max(max_diff, std::fabs(flash.out[i] - ref.out[i]));
+      }
+      EXPECT_LE(max_diff, 64 * 1.1920929e-7f * max_ref) << "max |O_flash - O_ref|";
+      for (std::size_t i = 0; i < ref.lse.size(); ++i) {
+        if (std::isinf(ref.lse[i])) {
+          EXPECT_EQ(flash.lse[i], ref.lse[i]) << i;
+        } else {
+          EXPECT_NEAR(flash.lse[i], ref.lse[i], 1e-5f * std::max(1.0f, std::fabs(ref.lse[i]))) << i;
+        }
       }
     }
   }
@@ -305,16 +338,17 @@ TEST(KvCacheBadInput, EachField) {
   { Bad b; b.p.q.shape[3] = 64; b.p.out.shape[3] = 64; b.expect(StatusCode::kInvalidShape, "k_cache.shape[3] (head_dim) = 32"); }
 }
 
-TEST(KvCacheBadInput, OtherBackendsRefuseByName) {
+// auto takes cpu-flash on the CPU; a backend without a KV cache (the CUDA-core "flash") refuses it
+// by name.
+TEST(KvCacheBadInput, AutoTakesCpuFlashOthersRefuseByName) {
   Bad b;
-  const Status flash = forward(b.p, "cpu-flash");
-  EXPECT_EQ(flash.code(), StatusCode::kUnsupported);
-  EXPECT_NE(flash.message().find("backend \"cpu-flash\" does not implement a KV cache (k_cache / v_cache)"),
-            std::string::npos) << flash.message();
-  // auto takes the float64 reference on the CPU, the one CPU backend with a KV cache.
   std::string name;
   ASSERT_TRUE(resolve_backend(b.p, "auto", &name).ok());
-  EXPECT_EQ(name, "cpu-reference");
+  EXPECT_EQ(name, "cpu-flash");
+  const Status flash = check_supported(*find_backend("flash"), b.p);
+  EXPECT_EQ(flash.code(), StatusCode::kUnsupported);
+  EXPECT_NE(flash.message().find("does not implement a KV cache (k_cache / v_cache)"),
+            std::string::npos) << flash.message();
 }
 
 }  // namespace

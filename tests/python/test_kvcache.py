@@ -17,7 +17,7 @@ from helpers import (aligned_copy, aligned_empty, as_float64, bloom_slopes, kvca
 from tolerance import check_attention, round_to
 
 # The backends with a KV cache on the CPU: cpu-reference, and auto (which picks it).
-BACKENDS = ["cpu-reference", "auto"]
+BACKENDS = ["cpu-reference", "cpu-flash", "auto"]
 LAYOUTS = {"contiguous": None, "paged16": 16, "paged64": 64}
 CAPACITY = 128  # cache_len, or max_pages_per_seq * page_size (8 x 16, 2 x 64)
 
@@ -374,8 +374,6 @@ LIBRARY_CASES = [
     ("read_only_cache", with_(k_cache=lambda p: read_only(p["k_cache"])), {}, ValueError,
      r"^k_cache is read-only, expected a writable array \(the new tokens k, v are written into "
      r"it\)$"),
-    ("cpu_flash", lambda p: None, {"backend": "cpu-flash"}, RuntimeError,
-     r"^unsupported: backend \"cpu-flash\" does not implement a KV cache \(k_cache / v_cache\)$"),
     ("window_right_with_causal", lambda p: None, {"causal": True, "window_size": (-1, 2)},
      ValueError, r"^invalid_argument: window_right = 2 with causal = true"),
     ("alibi_shape", lambda p: None, {"alibi_slopes": np.ones(3, np.float32)}, ValueError,
