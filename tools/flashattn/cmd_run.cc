@@ -71,6 +71,16 @@ std::vector<std::int32_t> load_offsets(Input* in) {
   return values;
 }
 
+// The integers of an offsets-like file (load_offsets) as an int32 host tensor of the file's shape;
+// `what` says what the file should hold, for the message.
+void to_int32_tensor(Input* in, const std::vector<std::int32_t>& values, const char* what) {
+  const Status st = OwnedTensor::create(DType::kInt32, Device::cpu(), in->array.shape, &in->tensor);
+  if (!st.ok() || in->tensor.from_host_int32(values).code() != StatusCode::kOk) {
+    throw RunError(in->flag + " " + in->path + ": shape " + npy::shape_string(in->array.shape) +
+                   " is not " + what + " (" + st.to_string() + ")");
+  }
+}
+
 // "(0, 3, 1, 7)": the index of flat element `i` of an array of `shape` (C order).
 std::string index_string(std::int64_t i, const std::vector<std::int64_t>& shape) {
   std::vector<std::int64_t> index(shape.size());
@@ -416,16 +426,8 @@ int cmd_run(const Args& args) {
   for (const Input* in : values_in) nonfinite_inputs += check_values(*in, dtype);
   for (Input* in : values_in) to_host_tensor(in, dtype);
   if (kv_cache) {
-    for (auto [in, values] : {std::pair{&seqlens, &seqlen_values}, std::pair{&table, &table_values}}) {
-      if (in == &table && !table_path.has_value()) continue;
-      const Status st = OwnedTensor::create(DType::kInt32, Device::cpu(), in->array.shape,
-                                            &in->tensor);
-      if (!st.ok() || in->tensor.from_host_int32(*values).code() != StatusCode::kOk) {
-        throw RunError(in->flag + " " + in->path + ": shape " +
-                       npy::shape_string(in->array.shape) + " is not an integer array (" +
-                       st.to_string() + ")");
-      }
-    }
+    to_int32_tensor(&seqlens, seqlen_values, "an integer array");
+    if (table_path.has_value()) to_int32_tensor(&table, table_values, "an integer array");
   }
   for (Input* in : side) to_host_tensor(in, DType::kFP32);
   // Sequence lengths from the offsets (for the default max_seqlen and the LSE note): only where
@@ -439,15 +441,8 @@ int cmd_run(const Args& args) {
     return len;
   };
   if (varlen) {
-    for (auto [in, values] : {std::pair{&cu_q, &cu_q_values}, std::pair{&cu_k, &cu_k_values}}) {
-      const Status st = OwnedTensor::create(DType::kInt32, Device::cpu(), in->array.shape,
-                                            &in->tensor);
-      if (!st.ok() || in->tensor.from_host_int32(*values).code() != StatusCode::kOk) {
-        throw RunError(in->flag + " " + in->path + ": shape " +
-                       npy::shape_string(in->array.shape) + " is not a list of offsets (" +
-                       st.to_string() + ")");
-      }
-    }
+    to_int32_tensor(&cu_q, cu_q_values, "a list of offsets");
+    to_int32_tensor(&cu_k, cu_k_values, "a list of offsets");
     shape.set_varlen(lengths(cu_q_values), lengths(cu_k_values));
   }
 

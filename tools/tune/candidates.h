@@ -20,8 +20,9 @@ struct Candidate {
   int threads, smem_bytes;
 };
 
-// Defined by each tuner: its name (for messages) and its bf16 candidates, one group per head
-// dim (each group is timed against itself, cell by cell).
+// The tuner's name (for messages) and its bf16 candidates, one group per head dim (each group is
+// timed against itself, cell by cell): groups.cc, over the add_hdim* of the tuner's own
+// tune_hdim*.cu.
 extern const char* const kToolName;
 std::vector<std::vector<Candidate>> candidate_groups();
 

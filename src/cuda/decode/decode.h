@@ -53,8 +53,10 @@ DecodeShape decode_shape(const ForwardParams& p);
 // over for the tail), at least 4 key tiles per split, at most kMaxSplits.
 std::int64_t decode_splits(const ForwardParams& p, int sm_count);
 
-// Workspace bytes for `splits` (0 for one split).
+// Workspace bytes for `splits` (0 for one split), and where the partial results lie in it: O
+// first (256-byte aligned), the LSEs after.
 std::size_t decode_workspace_bytes(const ForwardParams& p, std::int64_t splits);
+void decode_workspace_layout(const ForwardParams& p, void* workspace, DecodeSplit* split);
 
 // T is float, __nv_bfloat16 or __half; kD the head-dim bucket (64, 128, 256): any head_dim <=
 // kD that is a multiple of 8. Appends the new tokens (if any), runs the splits, merges them.

@@ -93,14 +93,7 @@ class DecodeBackend final : public Backend {
     split.splits = cuda::decode_splits(p, sm_count_of(p.q.device));
     split.bounds.capacity = p.seqlen_k();
     split.bounds.num_pages = p.paged_kv() ? p.k_cache.shape[0] : 0;
-    if (split.splits > 1) {
-      const std::size_t total = cuda::decode_workspace_bytes(p, split.splits);
-      const std::size_t lse_bytes =
-          static_cast<std::size_t>(split.splits * p.batch() * p.seqlen_q() * p.heads()) * 4;
-      split.o_part = static_cast<float*>(p.workspace);
-      split.lse_part = reinterpret_cast<float*>(static_cast<unsigned char*>(p.workspace) +
-                                                (total - lse_bytes));
-    }
+    cuda::decode_workspace_layout(p, p.workspace, &split);
     auto s = static_cast<cudaStream_t>(stream);
     if (p.head_dim() <= 64) return dispatch_dtype<64>(a, nt, split, p.q.dtype, s);
     if (p.head_dim() <= 128) return dispatch_dtype<128>(a, nt, split, p.q.dtype, s);

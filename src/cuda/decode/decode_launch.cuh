@@ -30,15 +30,12 @@ Status launch_decode(const KernelArgs& args, const DecodeNewTokens& new_tokens,
   const dim3 grid(static_cast<unsigned>(split.splits * chunks * args.kv_heads),
                   static_cast<unsigned>(args.batch));
   kernel<<<grid, Tr::kThreads, Tr::kSmemBytes, stream>>>(args, split);
-  if (split.splits == 1) return check_launch("decode_attention_kernel");
-  {
-    const Status st = check_launch("decode_attention_kernel");
-    if (!st.ok()) return st;
-    constexpr int kWarpsPerBlock = 4;
-    const std::int64_t rows = args.batch * args.seqlen_q * args.heads;
-    decode_combine_kernel<T><<<static_cast<unsigned>((rows + kWarpsPerBlock - 1) / kWarpsPerBlock),
-                               32 * kWarpsPerBlock, 0, stream>>>(args, split);
-  }
+  const Status st = check_launch("decode_attention_kernel");
+  if (!st.ok() || split.splits == 1) return st;  // one split wrote out / lse itself
+  constexpr int kWarpsPerBlock = 4;
+  const std::int64_t rows = args.batch * args.seqlen_q * args.heads;
+  decode_combine_kernel<T><<<static_cast<unsigned>((rows + kWarpsPerBlock - 1) / kWarpsPerBlock),
+                             32 * kWarpsPerBlock, 0, stream>>>(args, split);
   return check_launch("decode_combine_kernel");
 }
 

@@ -32,12 +32,26 @@ std::int64_t decode_splits(const ForwardParams& p, int sm_count) {
   return std::clamp<std::int64_t>(splits, 1, kMaxSplits);
 }
 
+namespace {
+std::size_t partial_rows(const ForwardParams& p, std::int64_t splits) {
+  return static_cast<std::size_t>(splits * p.batch() * p.seqlen_q() * p.heads());
+}
+std::size_t o_part_bytes(const ForwardParams& p, std::int64_t splits) {
+  const std::size_t bytes = partial_rows(p, splits) * static_cast<std::size_t>(p.head_dim()) * 4;
+  return (bytes + kAlign - 1) / kAlign * kAlign;
+}
+}  // namespace
+
 std::size_t decode_workspace_bytes(const ForwardParams& p, std::int64_t splits) {
   if (splits <= 1) return 0;
-  const auto rows = static_cast<std::size_t>(splits * p.batch() * p.seqlen_q() * p.heads());
-  const std::size_t o_bytes = (rows * static_cast<std::size_t>(p.head_dim()) * 4 + kAlign - 1) /
-                              kAlign * kAlign;
-  return o_bytes + rows * 4;
+  return o_part_bytes(p, splits) + partial_rows(p, splits) * 4;
+}
+
+void decode_workspace_layout(const ForwardParams& p, void* workspace, DecodeSplit* split) {
+  if (split->splits <= 1) return;
+  split->o_part = static_cast<float*>(workspace);
+  split->lse_part = reinterpret_cast<float*>(static_cast<unsigned char*>(workspace) +
+                                             o_part_bytes(p, split->splits));
 }
 
 }  // namespace flashattn::cuda

@@ -172,12 +172,6 @@ flash_sm80_kernel(KernelArgs args) {
   }
 }
 
-// Whether the params need the general kernel: anything but keys [0, a right edge) per row.
-inline bool needs_variant_kernel(const KernelArgs& args) {
-  return args.varlen() || args.window_left >= 0 || args.softcap > 0.0f ||
-         args.alibi_slopes != nullptr || args.sinks != nullptr;
-}
-
 template <typename T, class Cfg>
 Status launch_flash_sm80_config(const KernelArgs& args, cudaStream_t stream) {
   auto kernel = needs_variant_kernel(args) ? flash_sm80_kernel<T, Cfg, true>

@@ -506,12 +506,6 @@ flash_sm90_kernel(const __grid_constant__ KernelArgs args,
 #endif
 }
 
-// Whether the params need the general kernel: anything but keys [0, a right edge) per row.
-inline bool sm90_needs_variant_kernel(const KernelArgs& args) {
-  return args.varlen() || args.window_left >= 0 || args.softcap > 0.0f ||
-         args.alibi_slopes != nullptr || args.sinks != nullptr;
-}
-
 template <typename T, class Cfg>
 Status launch_flash_sm90_config(const KernelArgs& args, const Sm90Extents& ext,
                                 cudaStream_t stream) {
@@ -534,7 +528,7 @@ Status launch_flash_sm90_config(const KernelArgs& args, const Sm90Extents& ext,
     k_map = q_map;  // no keys: no block loads a K or V tile (every tile range is empty)
     v_map = q_map;
   }
-  auto kernel = sm90_needs_variant_kernel(args) ? flash_sm90_kernel<T, Cfg, true>
+  auto kernel = needs_variant_kernel(args) ? flash_sm90_kernel<T, Cfg, true>
                                                 : flash_sm90_kernel<T, Cfg, false>;
   FA_CUDA_RETURN_IF_ERROR(
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Cfg::kSmemBytes),
