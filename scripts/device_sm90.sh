@@ -3,8 +3,10 @@
 # (each under a timeout: a wrong mbarrier count traps after ~1 s rather than hanging), the sm90
 # tests (primitives and every flash-sm90 case of the GPU grids), then optional stages.
 #   bash scripts/device_sm90.sh [STAGES]
-# STAGES: comma-separated from build,smoke,test,alltest,tune,sanitize,bench (default
-# build,smoke,test). tune runs tools/tune_sm90 (TUNE_SEQLENS, default 4096 16384).
+# STAGES: comma-separated from build,smoke,test,alltest,tune,sanitize,decode,bench (default
+# build,smoke,test). test runs the ctest names matching TEST_FILTER (default the sm90 ones);
+# tune runs tools/tune_sm90 (TUNE_SEQLENS, default 4096 16384); decode runs flash-decode's tests
+# under compute-sanitizer and the decode benchmark (DECODE_ARGS, after a pip install).
 # Logs go to $OUT (or ./device-out). Prepare the carried GoogleTest first: scripts/prepare_device.sh.
 set -uo pipefail
 stages=${1:-build,smoke,test}
@@ -58,7 +60,7 @@ fi
 
 if has test || has alltest; then
   start=$(date +%s)
-  filter='sm90|Sm90'
+  filter=${TEST_FILTER:-sm90|Sm90}
   has alltest && filter='.'
   ctest --test-dir build-device -j8 --output-on-failure --no-tests=error --timeout 300 \
     -R "$filter" -E '[.]Full[A-Za-z]*/' > "$out/ctest.log" 2>&1
@@ -89,6 +91,32 @@ if has sanitize; then
     done
   done
   note "sanitizer: $(grep -c 'rc=0$' "$out/sanitizer.log") of $(grep -c '^== ' "$out/sanitizer.log") clean in $(( $(date +%s) - start )) s"
+fi
+
+if has decode; then
+  start=$(date +%s)
+  kv_test=build-device/tests/cuda_gpu_kv_cache_test
+  for tool in memcheck racecheck synccheck; do
+    timeout 300 compute-sanitizer --tool $tool --error-exitcode 9 "$kv_test" \
+      --gtest_filter='*paged64*:*splits7*:*d256*:*d40*:*window_softcap*:*rows_without*:GpuCombine*' \
+      >> "$out/decode-sanitizer.log" 2>&1
+    rc=$?
+    echo "== $tool: rc=$rc" >> "$out/decode-sanitizer.log"
+    [ $rc -eq 0 ] || note "decode sanitizer FAILED: $tool rc=$rc"
+  done
+  note "decode sanitizer: $(grep -c 'rc=0$' "$out/decode-sanitizer.log") of 3 clean in $(( $(date +%s) - start )) s"
+  start=$(date +%s)
+  python3 -m pip install -q --no-build-isolation --no-deps . > "$out/pip.log" 2>&1 ||
+    { note "pip install failed"; tail -20 "$out/pip.log"; }
+  if [ -f scripts/device_decode_bench.py ]; then
+    (timeout 400 python3 scripts/device_decode_bench.py --json "$out/decode.json") \
+      > "$out/decode.txt" 2> "$out/decode.err"
+  else
+    (cd /tmp && timeout 400 python3 -m flashattn.bench --decode ${DECODE_ARGS:-} \
+      --json "$out/decode.json") > "$out/decode.txt" 2> "$out/decode.err"
+  fi
+  note "decode bench: rc=$? in $(( $(date +%s) - start )) s"
+  cat "$out/decode.txt"; tail -5 "$out/decode.err"
 fi
 
 if has bench; then

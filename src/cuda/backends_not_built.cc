@@ -48,7 +48,7 @@ const Backend* cuda_flash_backend() {
 }
 
 const Backend* cuda_flash_decode_backend() {
-  static const NotBuiltBackend b("flash-decode", "GPU KV-cache kernel (CUDA cores, split-KV)");
+  static const NotBuiltBackend b("flash-decode", "GPU KV-cache kernel (tensor cores, split-KV)");
   return &b;
 }
 

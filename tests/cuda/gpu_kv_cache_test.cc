@@ -298,6 +298,16 @@ std::vector<KvCase> cases() {
     c.cache_seqlens = {0, 0, 9}; c.seqlen_new = 0; c.num_splits = 3; c.sinks = false; });
   add("bf16_sinks_rows_without_keys", [](KvCase& c) {
     c.cache_seqlens = {0, 0, 9}; c.seqlen_new = 0; c.num_splits = 3; c.sinks = true; });
+  // The tensor-core kernel's other buckets and shapes: d256 (Q from shared memory), a head dim
+  // that is not a multiple of 16 (zero-filled chunks), 32 query heads on one kv head (two row
+  // chunks per sequence), long caches across many splits.
+  add("bf16_d256_gqa2_alibi_causal", [](KvCase& c) {
+    c.head_dim = 256; c.heads = 4; c.kv_heads = 2; c.seqlen_q = 2; c.seqlen_new = 2;
+    c.causal = true; c.alibi = true; });
+  add("fp16_d40_gqa5_softcap", [](KvCase& c) {
+    c.dtype = DType::kFP16; c.head_dim = 40; c.heads = 10; c.kv_heads = 2; c.softcap = 20.0f; });
+  add("bf16_d128_mqa32_long", [](KvCase& c) {
+    c.heads = 32; c.kv_heads = 1; c.cache_seqlens = {3000, 8191}; c.capacity = 8192; });
   add("fp32_d64_mqa_long_ragged", [](KvCase& c) {
     c.dtype = DType::kFP32; c.cache_seqlens.assign(8, 0);
     for (int b = 0; b < 8; ++b) c.cache_seqlens[b] = 1000 * b + 17;

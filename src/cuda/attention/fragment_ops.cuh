@@ -63,25 +63,34 @@ __device__ __forceinline__ void score_mod_fragment(Fragment<kMTiles, kNTiles>& s
 // seqlen_k). The caller tests MaskRule::tile_needs_mask first, so only edge tiles pay. Each row's
 // visible columns of the tile are [lo, hi); the columns are then compared as small ints (64-bit
 // index math per element cost registers at the hottest point).
+// One fragment row (m-tile mt, half hh) whose query index is `row` (MaskRule's i).
+template <int kMTiles, int kNTiles>
+__device__ __forceinline__ void mask_fragment_row(Fragment<kMTiles, kNTiles>& s, int mt, int hh,
+                                                  const MaskRule& rule, std::int64_t row,
+                                                  std::int64_t n0, int t) {
+  constexpr std::int64_t kCols = 8 * kNTiles;
+  const KeyRange r = rule.row_range(row);
+  const int lo = static_cast<int>(max(std::int64_t{0}, min(r.begin - n0, kCols))) - 2 * t;
+  const int hi = static_cast<int>(max(std::int64_t{0}, min(r.end - n0, kCols))) - 2 * t;
+#pragma unroll
+  for (int nt = 0; nt < kNTiles; ++nt) {
+#pragma unroll
+    for (int e = 0; e < 2; ++e) {
+      const int c = 8 * nt + e;
+      if (c < lo || c >= hi) s[mt][nt][2 * hh + e] = -INFINITY;
+    }
+  }
+}
+
+// Rows of consecutive query indices: fragment row (mt, hh) is query row0 + 16 mt + 8 hh.
 template <int kMTiles, int kNTiles>
 __device__ __forceinline__ void mask_fragment(Fragment<kMTiles, kNTiles>& s, const MaskRule& rule,
                                               std::int64_t row0, std::int64_t n0, int t) {
-  constexpr std::int64_t kCols = 8 * kNTiles;
 #pragma unroll
   for (int mt = 0; mt < kMTiles; ++mt) {
 #pragma unroll
     for (int hh = 0; hh < 2; ++hh) {
-      const KeyRange r = rule.row_range(row0 + 16 * mt + 8 * hh);
-      const int lo = static_cast<int>(max(std::int64_t{0}, min(r.begin - n0, kCols))) - 2 * t;
-      const int hi = static_cast<int>(max(std::int64_t{0}, min(r.end - n0, kCols))) - 2 * t;
-#pragma unroll
-      for (int nt = 0; nt < kNTiles; ++nt) {
-#pragma unroll
-        for (int e = 0; e < 2; ++e) {
-          const int c = 8 * nt + e;
-          if (c < lo || c >= hi) s[mt][nt][2 * hh + e] = -INFINITY;
-        }
-      }
+      mask_fragment_row<kMTiles, kNTiles>(s, mt, hh, rule, row0 + 16 * mt + 8 * hh, n0, t);
     }
   }
 }

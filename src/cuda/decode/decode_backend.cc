@@ -1,5 +1,5 @@
 // The "flash-decode" backend: KV-cache calls (contiguous or paged, new tokens appended) on any
-// GPU, split-KV with the splits merged in a second kernel; the partial results live in the
+// GPU from sm_80 on, split-KV with the splits merged in a second kernel; the partial results live in the
 // caller's workspace (workspace_bytes()), so run() neither allocates nor synchronizes.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -40,8 +40,8 @@ class DecodeBackend final : public Backend {
  public:
   std::string_view name() const override { return "flash-decode"; }
   std::string_view description() const override {
-    return "GPU KV-cache kernel on CUDA cores (contiguous or paged cache, split-KV, any head dim "
-           "and dtype)";
+    return "GPU KV-cache kernel: tensor cores for bf16 / fp16, CUDA cores for float32 "
+           "(contiguous or paged cache, split-KV, head dims up to 256)";
   }
   DeviceType device_type() const override { return DeviceType::kCUDA; }
   Status usable(Device device) const override {

@@ -1,13 +1,12 @@
-// The KV-cache kernels of the "flash-decode" backend: the append of new tokens into the cache,
-// and split-KV attention over the cache on CUDA cores (any GPU, any dtype, head dims up to 256).
+// The KV-cache kernels of the "flash-decode" backend that are not the tensor-core attention
+// (decode_mma_kernel.cuh, which every bf16 / fp16 call runs): the append of new tokens into the
+// cache, split-KV attention over the cache on CUDA cores for float32 inputs, and the merge of the
+// splits.
 //
-// Decoding reads every K and V byte of the cache once per step and does little arithmetic per
-// byte: batch 64 x 8k keys x 8 kv heads x d128 is 1.07 GB of K and V, 250 us at the H200's 4.3
-// TB/s, for 8.6 GFLOP per query token (32 query heads): 34 TFLOP/s at one token, half the FP32
-// FMA peak. So one block serves every query row that reads the same K/V (GQA packing: the
-// seqlen_q x (heads / kv_heads) rows of one (sequence, kv head), kRows = 16 at a time), and the
-// keys of one (sequence, kv head) are split across blocks (split-KV) so that a batch of one still
-// fills the GPU.
+// The float32 attention (v1 of the backend, any GPU, head dims up to 256): one block serves the
+// query rows that read the same K/V (GQA packing: the seqlen_q x (heads / kv_heads) rows of one
+// (sequence, kv head), kRows = 16 at a time), and the keys of one (sequence, kv head) are split
+// across blocks (split-KV) so that a batch of one still fills the GPU.
 //
 // Block (split s, row chunk c, kv head hk; batch entry b), 128 threads. Row r of the chunk is
 // query token i = r / group, head hk * group + r % group (group = heads / kv_heads). The chunk's

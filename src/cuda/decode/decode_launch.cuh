@@ -3,16 +3,21 @@
 
 #include <cuda_runtime.h>
 
+#include <type_traits>
+
 #include "cuda/common/check.h"
 #include "cuda/decode/decode.h"
 #include "cuda/decode/decode_kernel.cuh"
+#include "cuda/decode/decode_mma_kernel.cuh"
 
 namespace flashattn::cuda {
 
 template <typename T, int kD>
 Status launch_decode(const KernelArgs& args, const DecodeNewTokens& new_tokens,
                      const DecodeSplit& split, cudaStream_t stream) {
-  using Tr = DecodeTraits<kD>;
+  // 16-bit inputs run on tensor cores; float32 on CUDA cores.
+  constexpr bool kMma = !std::is_same_v<T, float>;
+  using Tr = std::conditional_t<kMma, DecodeMmaTraits<kD>, DecodeTraits<kD>>;
   if (args.seqlen_new > 0 && args.kv_heads > 0 && args.batch > 0) {
     const dim3 grid(static_cast<unsigned>(args.seqlen_new * args.kv_heads),
                     static_cast<unsigned>(args.batch));
@@ -23,7 +28,10 @@ Status launch_decode(const KernelArgs& args, const DecodeNewTokens& new_tokens,
   const std::int64_t group = args.kv_heads > 0 ? args.heads / args.kv_heads : 0;
   const std::int64_t chunks = (args.seqlen_q * group + Tr::kRows - 1) / Tr::kRows;
   if (args.batch == 0 || chunks == 0 || args.kv_heads == 0) return Status::Ok();  // no row
-  auto kernel = decode_attention_kernel<T, kD>;
+  auto kernel = [] {
+    if constexpr (kMma) return decode_mma_kernel<T, kD>;
+    else return decode_attention_kernel<T, kD>;
+  }();
   FA_CUDA_RETURN_IF_ERROR(
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Tr::kSmemBytes),
       "flash-decode: cudaFuncSetAttribute(max dynamic shared memory)");

@@ -17,7 +17,8 @@ DecodeShape decode_shape(const ForwardParams& p) {
   DecodeShape s;
   const std::int64_t group = p.heads() / p.kv_heads();
   s.chunks = (p.seqlen_q() * group + kRows - 1) / kRows;
-  s.block_n = p.head_dim() > 128 ? 32 : 64;  // DecodeTraits::kBlockN of the bucket
+  // DecodeMmaTraits::kBlockN (16-bit inputs), DecodeTraits::kBlockN (float32) of the bucket.
+  s.block_n = p.q.dtype == DType::kFP32 && p.head_dim() > 128 ? 32 : 64;
   s.key_tiles = (p.seqlen_k() + s.block_n - 1) / s.block_n;
   return s;
 }

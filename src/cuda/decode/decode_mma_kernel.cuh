@@ -1,0 +1,363 @@
+// flash-decode's split-KV attention on tensor cores (bf16 / fp16, sm_80+): the kernel every
+// 16-bit KV-cache call runs (float32 inputs take decode_kernel.cuh's CUDA-core kernel).
+//
+// Decoding is bound by reading K and V once: batch 64 x 8k keys x 8 kv heads x d128 is 2.15 GB
+// of K and V, 500 us at the H200's 4.3 TB/s, against 8.6 GFLOP per query token (32 query
+// heads), 17 TFLOP/s: 3% of mma.sync's peak (4x that with the padding rows of the m16 tile), so
+// the work is to keep enough bytes in flight and never stall the loads on the arithmetic. The CUDA-core kernel (v1) loaded each tile
+// synchronously, converted it to float in shared memory and spent 4x the FMAs on padding rows:
+// 0.44 TB/s (docs/performance.md).
+//
+// Block (split s, row chunk c, kv head hk; batch entry b), 4 warps. The chunk's kRows = 16 rows
+// are (token, query head) pairs sharing kv head hk (GQA packing: row r is token (r0 + r) / group,
+// head hk * group + (r0 + r) % group), one m16 tile, so each K / V byte is read once for all of
+// them. Key tiles of kBlockN = 64 keys stream through a kStages-deep cp.async ring (paged or
+// contiguous rows, decode_kv_offset; keys past the sequence and pages outside the cache
+// zero-filled). Warp w owns keys 16 w .. 16 w + 15 of every tile with its own online-softmax state
+// (fragment_ops.cuh: S = Q K^T as 16 mma.sync, the mask and score mods, the lazy-rescaled update,
+// P rounded to T, O += P V as kD / 8 mma.sync), so warps never wait on each other inside a tile;
+// at the end the 4 warps' (max, sum, O) merge through shared memory like 4 splits.
+//
+// One split: O / l and the LSE (sink included) go to out and lse. More: each split writes its
+// float32 partial O (normalized) and LSE (no sink) to the workspace for decode_combine_kernel.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "common/attention_args.h"
+#include "common/mask_rule.h"
+#include "cuda/attention/fragment_ops.cuh"
+#include "cuda/attention/online_softmax.cuh"
+#include "cuda/attention/score_mod.cuh"
+#include "cuda/common/device_dtype.cuh"
+#include "cuda/decode/decode.h"
+#include "cuda/primitives/cp_async.cuh"
+#include "cuda/primitives/ldmatrix.cuh"
+#include "cuda/primitives/mma_sm80.cuh"
+#include "cuda/primitives/smem.cuh"
+#include "cuda/sm80/smem_layout.h"
+
+namespace flashattn::cuda {
+
+template <int kD>
+struct DecodeMmaTraits {
+  static constexpr int kThreads = 128;
+  static constexpr int kWarps = kThreads / 32;
+  static constexpr int kRows = 16;      // one m16 tile of packed rows per block
+  static constexpr int kBlockN = 64;    // keys per tile: 16 per warp
+  static constexpr int kWarpN = kBlockN / kWarps;
+  // Stages: the tiles in flight per block while one is read. d128: 32 KB of K + V per tile, 3
+  // stages + Q = 100 KB, 2 blocks per SM, 4 tiles (128 KB) in flight per SM: at 4.3 TB/s over
+  // 132 SMs (33 KB/us each) that covers 4 us of latency, several times the loaded DRAM latency.
+  static constexpr int kStages = kD <= 64 ? 4 : kD <= 128 ? 3 : 2;
+  static constexpr bool kQInRegs = kD <= 128;  // d256: 64 more registers; Q from smem instead
+  static constexpr int kDSteps = kD / 16;      // k16 steps of QK^T
+  static constexpr int kDTiles = kD / 8;       // n8 tiles of O
+  static constexpr int kChunks = kD / 8;       // 16-byte chunks per row (8, 16, 32: powers of 2)
+  static constexpr int kRowBytes = kD * 2;     // swizzled rows (sm80/smem_layout.h), >= 128
+  static constexpr int kRowsPerCopy = kThreads / kChunks;  // rows one pass of the block copies
+  static constexpr int kQBytes = kRows * kRowBytes;
+  static constexpr int kTileBytes = kBlockN * kRowBytes;
+  static constexpr int kPipeBytes = kQBytes + 2 * kStages * kTileBytes;
+  // The merge: the warps' O as float [kWarps][kRows][kOStride], then their max and sum.
+  static constexpr int kOStride = kD + 4;
+  static constexpr int kMergeBytes = 4 * (kWarps * kRows * kOStride + 2 * kWarps * kRows);
+  static constexpr int kSmemBytes = kPipeBytes > kMergeBytes ? kPipeBytes : kMergeBytes;
+  static_assert(kD == 64 || kD == 128 || kD == 256, "head-dim buckets");
+  static_assert(kBlockN % kRowsPerCopy == 0, "copy passes must tile the key tile");
+};
+
+// The packed rows of a lane: fragment rows g and g + 8 of the chunk starting at packed row r0.
+struct PackedRow {
+  int i;  // query token (validate(): seqlen_q and heads fit an int)
+  int h;  // query head
+  bool valid;      // inside the call's rows (the chunk's last rows can be padding)
+};
+
+__device__ __forceinline__ PackedRow packed_row(std::int64_t row, std::int64_t group,
+                                                std::int64_t hk, std::int64_t rows_total) {
+  PackedRow p;
+  p.valid = row < rows_total;
+  p.i = p.valid ? static_cast<int>(row / group) : 0;
+  p.h = static_cast<int>(hk * group + (p.valid ? row % group : 0));
+  return p;
+}
+
+// Issues the cp.async of key tile [n0, n0 + kBlockN) of K and V into one ring slot. Thread tid
+// copies chunk tid % kChunks of rows tid / kChunks + k * kRowsPerCopy; a key past seqlen_k, a
+// page outside the cache or a chunk past head_dim is zero-filled (so masked keys meet V = 0).
+template <int kD>
+__device__ __forceinline__ void decode_issue_tile(const KernelArgs& args,
+                                                  const DecodeBounds& bounds, std::int64_t b,
+                                                  std::int64_t hk, std::int64_t n0,
+                                                  std::int64_t seqlen_k, std::uint32_t k_smem,
+                                                  std::uint32_t v_smem, int tid) {
+  using Tr = DecodeMmaTraits<kD>;
+  const int c = tid % Tr::kChunks, r = tid / Tr::kChunks;
+  const bool chunk_ok = c * 8 < args.head_dim;
+  const auto* k_base = static_cast<const unsigned char*>(args.k);
+  const auto* v_base = static_cast<const unsigned char*>(args.v);
+  constexpr int kElemBytes = 2;
+#pragma unroll
+  for (int k = 0; k < Tr::kBlockN / Tr::kRowsPerCopy; ++k) {
+    const int row = r + k * Tr::kRowsPerCopy;
+    const std::int64_t key = n0 + row;
+    std::int64_t k_at = -1, v_at = -1;
+    if (chunk_ok && key < seqlen_k) {
+      k_at = decode_kv_offset(args, bounds, args.k_stride, b, key, hk);
+      v_at = decode_kv_offset(args, bounds, args.v_stride, b, key, hk);
+    }
+    const std::uint32_t dst = sm80::swizzle<Tr>(row, c);
+    ptx::cp_async_16(k_smem + dst, k_at >= 0 ? k_base + (k_at + c * 8) * kElemBytes : k_base,
+                     k_at >= 0);
+    ptx::cp_async_16(v_smem + dst, v_at >= 0 ? v_base + (v_at + c * 8) * kElemBytes : v_base,
+                     v_at >= 0);
+  }
+}
+
+template <typename T, int kD>
+__global__ void __launch_bounds__(DecodeMmaTraits<kD>::kThreads, 2)
+decode_mma_kernel(KernelArgs args, DecodeSplit split) {
+  using Tr = DecodeMmaTraits<kD>;
+  constexpr int kRows = Tr::kRows, kBlockN = Tr::kBlockN, kStages = Tr::kStages;
+  constexpr int kDSteps = Tr::kDSteps, kDTiles = Tr::kDTiles;
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  const std::uint32_t q_smem = ptx::smem_addr(smem_raw);
+  const std::uint32_t kv_smem = q_smem + Tr::kQBytes;  // slot s: K at 2s, V at 2s + 1
+
+  const int tid = static_cast<int>(threadIdx.x), lane = tid % 32, warp = tid / 32;
+  const int g = lane / 4, t = lane % 4;
+  const std::int64_t group = args.heads / args.kv_heads;
+  const std::int64_t rows_total = args.seqlen_q * group;
+  const std::int64_t chunks = (rows_total + kRows - 1) / kRows;
+  const std::int64_t s_idx = blockIdx.x % split.splits;
+  const std::int64_t chunk = (blockIdx.x / split.splits) % chunks;
+  const std::int64_t hk = blockIdx.x / split.splits / chunks;
+  const std::int64_t b = blockIdx.y;
+  const std::int64_t r0 = chunk * kRows;
+
+  SeqInfo seq = args.seq(b);
+  seq.seqlen_k = max(std::int64_t{0}, min(seq.seqlen_k, split.bounds.capacity));
+  const MaskRule rule = args.mask(seq);
+  // The chunk's tokens [i_first, i_last], the key tiles they see, split s's share of them.
+  const std::int64_t i_first = r0 / group;
+  const std::int64_t i_last = (min(rows_total, r0 + kRows) - 1) / group;
+  const std::int64_t i_count = i_last - i_first + 1;
+  std::int64_t t_first = 0, t_end = 0;
+  rule.tile_range(i_first, i_count, kBlockN, &t_first, &t_end);
+  const std::int64_t tiles = max(std::int64_t{0}, t_end - t_first);
+  const std::int64_t per_split = (tiles + split.splits - 1) / split.splits;
+  const std::int64_t n_begin = t_first + min(tiles, s_idx * per_split);
+  const int count = static_cast<int>(t_first + min(tiles, (s_idx + 1) * per_split) - n_begin);
+
+  // Q's rows (zeros past the last row and past head_dim): commit group 0.
+  {
+    const auto* q_base = static_cast<const T*>(args.q);
+    for (int e = tid; e < kRows * Tr::kChunks; e += Tr::kThreads) {
+      const int r = e / Tr::kChunks, c = e % Tr::kChunks;
+      const PackedRow pr = packed_row(r0 + r, group, hk, rows_total);
+      const bool ok = pr.valid && c * 8 < args.head_dim;
+      const T* src = q_base + b * args.q_stride[0] + pr.i * args.q_stride[1] +
+                     pr.h * args.q_stride[2] + c * 8;
+      ptx::cp_async_16(q_smem + sm80::swizzle<Tr>(r, c), ok ? src : q_base, ok);
+    }
+    ptx::cp_async_commit();
+  }
+  // The ring's first kStages - 1 tiles: one commit group each (empty past the split's tiles, so
+  // the group count stays uniform).
+  auto slot_k = [&](int j) { return kv_smem + (2 * (j % kStages)) * Tr::kTileBytes; };
+  auto slot_v = [&](int j) { return kv_smem + (2 * (j % kStages) + 1) * Tr::kTileBytes; };
+#pragma unroll
+  for (int j = 0; j < kStages - 1; ++j) {
+    if (j < count) {
+      decode_issue_tile<kD>(args, split.bounds, b, hk, (n_begin + j) * kBlockN, seq.seqlen_k,
+                            slot_k(j), slot_v(j), tid);
+    }
+    ptx::cp_async_commit();
+  }
+
+  // This lane's two rows, their score mods (ALiBi's slope is per head: rows differ).
+  PackedRow rows[2];
+  ScoreMod mods[2];
+#pragma unroll
+  for (int hh = 0; hh < 2; ++hh) {
+    rows[hh] = packed_row(r0 + g + 8 * hh, group, hk, rows_total);
+    mods[hh] = ScoreMod::make(args, b, rows[hh].h);
+  }
+  const bool any_mod = args.softcap > 0.0f || args.alibi_slopes != nullptr;
+  const std::int64_t diag = rule.diag();
+
+  const sm80::LaneOffsets<Tr> q_lanes(sm80::q_lane_row(lane), sm80::q_lane_chunk(lane));
+  const sm80::LaneOffsets<Tr> k_lanes(sm80::k_lane_row(lane), sm80::k_lane_chunk(lane));
+  const sm80::LaneOffsets<Tr> v_lanes(sm80::v_lane_row(lane), sm80::v_lane_chunk(lane));
+  std::uint32_t q_frag[Tr::kQInRegs ? kDSteps : 1][4];
+  float row_max[1][2] = {{-INFINITY, -INFINITY}}, row_sum[1][2] = {{0.0f, 0.0f}};
+  float alpha[1][2];
+  float o[1][kDTiles][4];
+#pragma unroll
+  for (int dt = 0; dt < kDTiles; ++dt) {
+#pragma unroll
+    for (int e = 0; e < 4; ++e) o[0][dt][e] = 0.0f;
+  }
+
+  for (int j = 0; j < count; ++j) {
+    // Tile j (and Q) landed for every thread; every warp is done with tile j - 1's slot.
+    ptx::cp_async_wait<kStages - 2>();
+    __syncthreads();
+    if (j + kStages - 1 < count) {
+      decode_issue_tile<kD>(args, split.bounds, b, hk, (n_begin + j + kStages - 1) * kBlockN,
+                            seq.seqlen_k, slot_k(j + kStages - 1), slot_v(j + kStages - 1), tid);
+    }
+    ptx::cp_async_commit();
+    if constexpr (Tr::kQInRegs) {
+      if (j == 0) {
+#pragma unroll
+        for (int ds = 0; ds < kDSteps; ++ds) ptx::ldmatrix_x4(q_frag[ds], q_lanes.at(q_smem, 0, ds));
+      }
+    }
+
+    // S = Q K^T over this warp's 16 keys.
+    float s[1][2][4] = {};
+    const std::uint32_t k_tile = slot_k(j), v_tile = slot_v(j);
+    // d256 unrolls 4 steps at a time: fully unrolled, ptxas hoists all 32 ldmatrix (128
+    // registers) above the products and spills beside the 128-float O.
+#pragma unroll(Tr::kQInRegs ? kDSteps : 4)
+    for (int ds = 0; ds < kDSteps; ++ds) {
+      std::uint32_t a_reg[4];
+      if constexpr (Tr::kQInRegs) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) a_reg[e] = q_frag[ds][e];
+      } else {
+        ptx::ldmatrix_x4(a_reg, q_lanes.at(q_smem, 0, ds));
+      }
+      std::uint32_t kb[4];
+      ptx::ldmatrix_x4(kb, k_lanes.at(k_tile, warp, ds));
+      ptx::mma_m16n8k16<T>(s[0][0], a_reg, kb[0], kb[1]);
+      ptx::mma_m16n8k16<T>(s[0][1], a_reg, kb[2], kb[3]);
+    }
+
+    const std::int64_t n0 = (n_begin + j) * kBlockN;
+    const std::int64_t n0_warp = n0 + warp * Tr::kWarpN;
+    if (any_mod) {
+#pragma unroll
+      for (int hh = 0; hh < 2; ++hh) {
+        const float dist0 = static_cast<float>(rows[hh].i + diag - n0_warp - 2 * t);
+#pragma unroll
+        for (int nt = 0; nt < 2; ++nt) {
+#pragma unroll
+          for (int e = 0; e < 2; ++e) {
+            float& x = s[0][nt][2 * hh + e];
+            if (mods[hh].softcap()) x = mods[hh].apply_softcap(x);
+            if (mods[hh].alibi()) {
+              x = mods[hh].apply_alibi(x, dist0 - static_cast<float>(8 * nt + e));
+            }
+          }
+        }
+      }
+    }
+    if (rule.tile_needs_mask(i_first, i_count, n0, kBlockN)) {
+#pragma unroll
+      for (int hh = 0; hh < 2; ++hh) {
+        mask_fragment_row<1, 2>(s, 0, hh, rule, rows[hh].i, n0_warp, t);
+      }
+    }
+
+    const bool moved = softmax_update<1, 2>(s, row_max, row_sum, alpha, args.scale_log2);
+    rescale_fragment<1, kDTiles>(o, alpha, moved);
+    const std::uint32_t p[4] = {ptx::pack2<T>(s[0][0][0], s[0][0][1]),
+                                ptx::pack2<T>(s[0][0][2], s[0][0][3]),
+                                ptx::pack2<T>(s[0][1][0], s[0][1][1]),
+                                ptx::pack2<T>(s[0][1][2], s[0][1][3])};
+#pragma unroll
+    for (int dp = 0; dp < kDTiles / 2; ++dp) {
+      std::uint32_t vb[4];  // B fragments of d-tiles 2dp and 2dp + 1
+      ptx::ldmatrix_x4_trans(vb, v_lanes.at(v_tile, warp, dp));
+      ptx::mma_m16n8k16<T>(o[0][2 * dp], p, vb[0], vb[1]);
+      ptx::mma_m16n8k16<T>(o[0][2 * dp + 1], p, vb[2], vb[3]);
+    }
+  }
+
+  // The merge: every copy has landed and every warp is done with the ring before it is reused.
+  ptx::cp_async_wait<0>();
+  __syncthreads();
+  float* o_merge = reinterpret_cast<float*>(smem_raw);  // [kWarps][kRows][kOStride]
+  float* max_merge = o_merge + Tr::kWarps * kRows * Tr::kOStride;  // [kWarps][kRows]
+  float* sum_merge = max_merge + Tr::kWarps * kRows;
+#pragma unroll
+  for (int hh = 0; hh < 2; ++hh) {
+    const int r = g + 8 * hh;
+    const float sum = reduce_sum_lanes<4>(row_sum[0][hh]);
+    if (t == 0) {
+      max_merge[warp * kRows + r] = row_max[0][hh];
+      sum_merge[warp * kRows + r] = sum;
+    }
+    float* dst = o_merge + (warp * kRows + r) * Tr::kOStride + 2 * t;
+#pragma unroll
+    for (int dt = 0; dt < kDTiles; ++dt) {
+      *reinterpret_cast<float2*>(dst + 8 * dt) = make_float2(o[0][dt][2 * hh], o[0][dt][2 * hh + 1]);
+    }
+  }
+  __syncthreads();
+
+  // Thread tid: float4 column group tid % (kD / 4) of rows tid / (kD / 4) + k * kRowStep.
+  constexpr int kColGroups = kD / 4;
+  constexpr int kRowStep = Tr::kThreads / kColGroups;
+  const int cg = tid % kColGroups;
+  const int head_dim = static_cast<int>(args.head_dim);
+#pragma unroll
+  for (int r = tid / kColGroups; r < kRows; r += kRowStep) {
+    const PackedRow pr = packed_row(r0 + r, group, hk, rows_total);
+    if (!pr.valid) continue;
+    // The warps' states are relative to their own (possibly stale) maxima: rescale to the
+    // largest, as combine() does with splits.
+    float m = -INFINITY;
+#pragma unroll
+    for (int w = 0; w < Tr::kWarps; ++w) m = fmaxf(m, max_merge[w * kRows + r]);
+    const float sub = safe_max(m);
+    float l = 0.0f;
+    float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
+#pragma unroll
+    for (int w = 0; w < Tr::kWarps; ++w) {
+      const float wt = exp2f(exp2_arg(max_merge[w * kRows + r], sub, args.scale_log2));
+      const float lw = sum_merge[w * kRows + r];
+      if (lw == 0.0f) continue;  // a warp that saw no key (its max may be -inf: wt NaN-free)
+      l = fmaf(lw, wt, l);
+      const float4 ow = *reinterpret_cast<const float4*>(o_merge + (w * kRows + r) * Tr::kOStride +
+                                                         4 * cg);
+      acc.x = fmaf(wt, ow.x, acc.x);
+      acc.y = fmaf(wt, ow.y, acc.y);
+      acc.z = fmaf(wt, ow.z, acc.z);
+      acc.w = fmaf(wt, ow.w, acc.w);
+    }
+    const float sink = split.splits == 1 ? sink_raw(args, pr.h) : -INFINITY;
+    const RowResult res = finalize_row(m, l, sink, args.scale_log2);
+    const float4 v = make_float4(acc.x * res.inv, acc.y * res.inv, acc.z * res.inv,
+                                 acc.w * res.inv);
+    if (split.splits == 1) {
+      if (4 * cg < head_dim) {
+        T* dst = static_cast<T*>(args.o) + b * args.o_stride[0] + pr.i * args.o_stride[1] +
+                 pr.h * args.o_stride[2] + 4 * cg;
+        const std::uint32_t lo = ptx::pack2<T>(v.x, v.y), hi = ptx::pack2<T>(v.z, v.w);
+        *reinterpret_cast<uint2*>(dst) = make_uint2(lo, hi);
+      }
+      if (cg == 0 && args.lse != nullptr) {
+        args.lse[b * args.lse_stride[0] + pr.h * args.lse_stride[1] + pr.i * args.lse_stride[2]] =
+            res.lse;
+      }
+    } else {
+      const std::int64_t prow =
+          ((s_idx * args.batch + b) * args.seqlen_q + pr.i) * args.heads + pr.h;
+      if (4 * cg < head_dim) {
+        *reinterpret_cast<float4*>(split.o_part + prow * args.head_dim + 4 * cg) = v;
+      }
+      if (cg == 0) {
+        split.lse_part[((s_idx * args.batch + b) * args.heads + pr.h) * args.seqlen_q + pr.i] =
+            res.lse;
+      }
+    }
+  }
+}
+
+}  // namespace flashattn::cuda
