@@ -88,15 +88,16 @@ def build_decode_cells(heads: Sequence[Tuple[int, int]], batches: Sequence[int],
                        cache_lens: Sequence[int], new_tokens: Sequence[int],
                        pages: Sequence[int], head_dims: Sequence[int] = (DEFAULT_HEAD_DIM,)
                        ) -> List[DecodeCell]:
-    """Every combination, head dims and heads outermost; the layouts innermost, so the cells of
-    one shape (shape_key) follow each other and share their buffers. A page size that does not
-    divide the cache length has no cell (a block table covers whole pages), nor does a cache
-    shorter than the new tokens."""
+    """Every combination, by head dim, batch, cache length, heads, new tokens and layout: the
+    cells of one shape (shape_key: the heads pairs of one kv_heads count, next to each other)
+    follow each other and share one K and one V buffer. A page size that does not divide the
+    cache length has no cell (a block table covers whole pages), nor does a cache shorter than
+    the new tokens."""
     cells = []
     for hd in head_dims:
-        for h, hk in heads:
-            for b in batches:
-                for n in cache_lens:
+        for b in batches:
+            for n in cache_lens:
+                for h, hk in sorted(heads, key=lambda pair: pair[1]):
                     for new in new_tokens:
                         for page in pages:
                             if (page and n % page) or n < new:
