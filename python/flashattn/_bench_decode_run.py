@@ -149,6 +149,9 @@ def run_cell(cell: bd.DecodeCell, step: dict, ours: List[str], peers: List[str],
     eager = {n: r for n, r in eager.items() if n not in na}
     runners = dict(eager) if "eager" in modes else {}
     if bd.GRAPH in modes:
+        for name in ours + peers:
+            if name not in eager and bd.graph_name(name) not in na:
+                na[bd.graph_name(name)] = f"not captured: the eager step failed ({na[name]})"
         for name, run in eager.items():
             try:
                 runners[bd.graph_name(name)] = graph_runner(run)

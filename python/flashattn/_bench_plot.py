@@ -19,6 +19,27 @@ def seqlen_label(n: int) -> str:
     return f"{n // 1024}k" if n >= 1024 and n % 1024 == 0 else str(n)
 
 
+def log2_lengths_axis(ax, lengths) -> None:
+    """A log2 x axis ticked at the lengths plotted, labelled 1k, 16k, ..."""
+    ax.set_xscale("log", base=2)
+    lengths = sorted(set(lengths))
+    if lengths:
+        ax.set_xticks(lengths)
+        ax.set_xticklabels([seqlen_label(x) for x in lengths], fontsize=8)
+        ax.minorticks_off()
+
+
+def legend_entries(axes):
+    """(handles, labels) of every panel's lines, each label once: one legend for the figure."""
+    handles, labels = [], []
+    for ax in axes.flat:
+        for handle, label in zip(*ax.get_legend_handles_labels()):
+            if label not in labels:
+                handles.append(handle)
+                labels.append(label)
+    return handles, labels
+
+
 def plot(rows: List[dict], backends: List[str], path: str, title: str) -> None:
     import matplotlib
 
@@ -39,23 +60,13 @@ def plot(rows: List[dict], backends: List[str], path: str, title: str) -> None:
                 if points:
                     xs, ys = zip(*points)
                     ax.plot(xs, ys, marker="o", markersize=3, label=name)
-            ax.set_xscale("log", base=2)
-            seqlens = sorted({r["L"] for r in cells})
-            if seqlens:
-                ax.set_xticks(seqlens)
-                ax.set_xticklabels([seqlen_label(x) for x in seqlens], fontsize=8)
-                ax.minorticks_off()
+            log2_lengths_axis(ax, [r["L"] for r in cells])
             ax.set_title(f"{group}, {'causal' if causal else 'non-causal'}", fontsize=9)
             ax.set_xlabel("seqlen")
             if j == 0:
                 ax.set_ylabel("TFLOP/s")
             ax.grid(True, alpha=0.3)
-    handles, labels = [], []
-    for ax in axes.flat:
-        for h, lab in zip(*ax.get_legend_handles_labels()):
-            if lab not in labels:
-                handles.append(h)
-                labels.append(lab)
+    handles, labels = legend_entries(axes)
     fig.legend(handles, labels, loc="upper center", ncol=len(labels), fontsize=8,
                bbox_to_anchor=(0.5, 1.0))
     fig.suptitle(title, fontsize=9, y=1.04)
@@ -98,23 +109,13 @@ def plot_decode(rows: List[dict], runners: List[str], path: str, title: str) -> 
                                 linestyle="-" if runner != name else "--",
                                 linewidth=1.2 if runner != name else 0.8,
                                 label=f"{runner} {layout}")
-            ax.set_xscale("log", base=2)
-            lengths = sorted({r["cache_len"] for r in cells})
-            if lengths:
-                ax.set_xticks(lengths)
-                ax.set_xticklabels([seqlen_label(x) for x in lengths], fontsize=8)
-                ax.minorticks_off()
+            log2_lengths_axis(ax, [r["cache_len"] for r in cells])
             ax.set_title(f"batch {batch}, heads {h}/{hk}, {new} new", fontsize=9)
             ax.set_xlabel("cache length")
             if j == 0:
                 ax.set_ylabel("TB/s (K + V read)")
             ax.grid(True, alpha=0.3)
-    handles, labels = [], []
-    for ax in axes.flat:
-        for handle, label in zip(*ax.get_legend_handles_labels()):
-            if label not in labels:
-                handles.append(handle)
-                labels.append(label)
+    handles, labels = legend_entries(axes)
     fig.legend(handles, labels, loc="upper center", ncol=min(4, max(1, len(labels))),
                fontsize=7, bbox_to_anchor=(0.5, 1.0))
     fig.suptitle(title, fontsize=9, y=1.06)

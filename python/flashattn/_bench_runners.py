@@ -317,8 +317,8 @@ def sdpa_decode_runner(peer: str, step: dict) -> Callable:
     enable_gqa: no copy of K and V per query head), every sequence's cache_len keys; it does not
     append (ours already wrote the new tokens there). One new token sees every key, so it runs
     unmasked. More are causal bottom-right, which SDPA's is_causal (top-left) is not: cuDNN gets
-    the additive mask (new, cache_len), made once here; FA2 takes no tensor mask, so it gets
-    torch's lower-right CausalBias, which runs FlashAttention-2's own bottom-right causal."""
+    the additive mask (1, 1, new, cache_len), made once here; FA2 takes no tensor mask, so it
+    gets torch's lower-right CausalBias, which runs FlashAttention-2's own bottom-right causal."""
     import torch
     from torch.nn.attention import SDPBackend, sdpa_kernel
     from torch.nn.functional import scaled_dot_product_attention
@@ -331,7 +331,7 @@ def sdpa_decode_runner(peer: str, step: dict) -> Callable:
         if peer == "cudnn":
             i = torch.arange(new, device=q.device)[:, None]
             j = torch.arange(keys, device=q.device)[None, :]
-            mask = torch.zeros((new, keys), dtype=q.dtype, device=q.device)
+            mask = torch.zeros((1, 1, new, keys), dtype=q.dtype, device=q.device)
             mask.masked_fill_(j > i + (keys - new), float("-inf"))
         else:
             from torch.nn.attention.bias import causal_lower_right

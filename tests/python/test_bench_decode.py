@@ -4,24 +4,17 @@ plot), the whole decode driver on CPU tensors (torch: cpu-flash as ours, CUDA ev
 host clock, the graph runners and cuDNN n/a with their reasons), and a short real run on a GPU."""
 import json
 import math
-import subprocess
-import sys
-import time
 
 import pytest
 
 from flashattn import _bench_decode as bd
 from flashattn import bench
+from helpers import HostClockEvent, run_bench
 
 try:
     import torch
 except ImportError:
     torch = None
-
-
-def run_bench(*args, timeout=300):
-    return subprocess.run([sys.executable, "-m", "flashattn.bench", *args], capture_output=True,
-                          text=True, timeout=timeout)
 
 
 # ---- the command line ----
@@ -220,19 +213,6 @@ def test_plot(tmp_path):
 
 
 # ---- the decode driver on CPU tensors (torch), and a short GPU run ----
-
-class HostClockEvent:
-    """Stands in for torch.cuda.Event on the CPU."""
-
-    def __init__(self, enable_timing=True):
-        self.t = None
-
-    def record(self):
-        self.t = time.perf_counter()
-
-    def elapsed_time(self, other):
-        return (other.t - self.t) * 1e3
-
 
 @pytest.mark.torch
 def test_decode_driver_on_cpu(monkeypatch, tmp_path, capsys):
