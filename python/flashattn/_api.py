@@ -384,10 +384,11 @@ def flash_attn_func(q, k, v, *, softmax_scale: Optional[float] = None, causal: b
     kernels need no scratch memory; a backend that does (the "naive" backend's S matrix, batch *
     heads * seqlen_q * seqlen_k * 4 bytes) gets it from torch's caching allocator, on the current
     stream (inside a capture: from the graph's pool), so the library neither allocates nor
-    synchronizes (when that allocation fails, torch's torch.OutOfMemoryError, a RuntimeError,
-    says so instead of the library's out_of_memory). Arrays of other frameworks reach the library through torch.from_dlpack where
-    torch is importable (the same path); flashattn.forward on them without workspace= lets the
-    library cudaMalloc the naive backend's S and synchronize, which cannot be captured.
+    synchronizes (when that allocation fails, torch.OutOfMemoryError, a RuntimeError, says so
+    instead of the library's out_of_memory). Arrays of other frameworks reach the library through
+    torch.from_dlpack where torch is importable (the same path); flashattn.forward on them
+    without workspace= lets the library cudaMalloc the naive backend's S and synchronize, which
+    cannot be captured.
 
     Autograd: forward only. With inputs that require grad the outputs do too, and backward()
     raises RuntimeError.
