@@ -195,6 +195,7 @@ def run_decode(args, cells: List[bd.DecodeCell], ours: List[str], peers: List[st
             return available_memory(device)
     modes = args.decode_modes
     runners = bd.runner_names(ours, peers, modes)
+    meta.pop("flops", None)  # the dense grid's convention; here bandwidth counts
     meta.update({"mode": "decode", "bandwidth": bd.BANDWIDTH_CONVENTION,
                  "ratio": bd.RATIO_NOTE, "memory_fraction": bd.MEMORY_FRACTION,
                  "ours": ours, "peers": peers, "modes": modes, "runners": runners,
