@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # The Python package on the GPU machine (no network; torch, nanobind, scikit-build-core, numpy,
 # matplotlib and pytest are preinstalled): pip install, the Python tests (GPU and torch ones
-# included), the side-by-side benchmark. Files in $OUT (or ./device-out): summary.txt, pytest.log,
-# bench.txt, bench.json, bench.png and logs.tgz (pip's build log, the benchmark's stderr).
+# included), the side-by-side benchmark, the decode benchmark. Files in $OUT (or ./device-out):
+# summary.txt, pytest.log, bench.txt, bench.json, bench.png, decode.txt, decode.json, decode.png
+# and logs.tgz (pip's build log, the benchmarks' stderr).
 #   bash scripts/device_python.sh [STAGES] [bench args...]
-# STAGES: comma-separated from install,test,bench (default: all three). Each stage fits one
-# 10-minute device call on its own if the three together do not.
+# STAGES: comma-separated from install,test,bench,decode (default: install,test,bench). Each
+# stage fits one 10-minute device call on its own if they do not together; the bench args go to
+# both benchmarks (with decode alone: --decode-batches 8,64 and the like narrow its grid).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 stages=${1:-install,test,bench}; shift || true
@@ -52,6 +54,16 @@ if has bench; then
   note "bench: rc=$rc in $(( $(date +%s) - start )) s"
   [ $rc -eq 0 ] || tail -20 "$logs/bench-stderr.log" | tee -a "$summary"
   cat "$out/bench.txt"
+fi
+
+if has decode; then
+  start=$(date +%s)
+  "$py" -m flashattn.bench --decode --json "$out/decode.json" --plot "$out/decode.png" "$@" \
+    > "$out/decode.txt" 2> "$logs/decode-stderr.log"
+  rc=$?
+  note "decode: rc=$rc in $(( $(date +%s) - start )) s"
+  [ $rc -eq 0 ] || tail -20 "$logs/decode-stderr.log" | tee -a "$summary"
+  cat "$out/decode.txt"
 fi
 
 tar -czf "$out/logs.tgz" -C "$logs" . && rm -rf "$logs"

@@ -9,12 +9,15 @@
                                             cache_seqlens=lens, block_table=pages, causal=True)
     out = flashattn.combine([out_a, out_b], [lse_a, lse_b])         # merge key-disjoint parts
     flashattn.forward(q, k, v, out, lse)                            # into your own arrays
+    flashattn.workspace_bytes(q, k, v, out, lse)                    # forward()'s scratch bytes
     flashattn.list_backends()
 
 Options (FlashAttention's names): softmax_scale, causal, window_size, softcap, alibi_slopes,
 sinks; varlen adds seqused_k; the KV cache cache_seqlens, block_table and num_splits. With PyTorch
 importable, the ops are also torch.ops.flashattn.fwd, fwd_varlen, fwd_kvcache (which mutates the
-cache) and combine (torch.compile, CUDA graphs, opcheck).
+cache) and combine (torch.compile, CUDA graphs, opcheck); a backend's scratch memory (split-KV
+partial results, for one) comes from torch's caching allocator, so every call on CUDA tensors
+can be captured in a CUDA graph.
 `python -m flashattn.bench` compares the backends with PyTorch's SDPA backends (`--variants`: each
 variant beside the dense case and FlexAttention's equivalent). The command-line
 tool comes with the package: `flashattn info` (or `python -m flashattn info`).
@@ -26,7 +29,7 @@ memory, CUDA errors), with the library's message prefixed by its status code.
 """
 from ._C import version as __version__
 from ._api import (BackendInfo, combine, flash_attn_func, flash_attn_varlen_func,
-                   flash_attn_with_kvcache, forward, list_backends)
+                   flash_attn_with_kvcache, forward, list_backends, workspace_bytes)
 from ._ops import torch as _torch
 
 TORCH_AVAILABLE: bool = _torch is not None
@@ -34,4 +37,5 @@ TORCH_AVAILABLE: bool = _torch is not None
 combine are registered."""
 
 __all__ = ["BackendInfo", "TORCH_AVAILABLE", "__version__", "combine", "flash_attn_func",
-           "flash_attn_varlen_func", "flash_attn_with_kvcache", "forward", "list_backends"]
+           "flash_attn_varlen_func", "flash_attn_with_kvcache", "forward", "list_backends",
+           "workspace_bytes"]

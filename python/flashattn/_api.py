@@ -240,7 +240,8 @@ def forward(q, k, v, out, lse=None, *, softmax_scale: Optional[float] = None,
             alibi_slopes=None, sinks=None, cu_seqlens_q=None, cu_seqlens_k=None,
             max_seqlen_q: Optional[int] = None, max_seqlen_k: Optional[int] = None,
             seqused_k=None, k_cache=None, v_cache=None, cache_seqlens=None, block_table=None,
-            num_splits: int = 0, backend: str = "auto", stream: Optional[int] = None) -> None:
+            num_splits: int = 0, backend: str = "auto", stream: Optional[int] = None,
+            workspace=None) -> None:
     """Attention forward into caller-provided arrays (the library's forward()).
 
     Dense: q (batch, seqlen_q, heads, head_dim); k, v (batch, seqlen_k, kv_heads, head_dim);
@@ -258,25 +259,72 @@ def forward(q, k, v, out, lse=None, *, softmax_scale: Optional[float] = None,
 
     stream: a cudaStream_t as an int. None means torch's current stream for torch tensors, CuPy's
     current stream for CuPy arrays, and the default stream (0) otherwise. Ignored on the CPU.
+    workspace: scratch memory for a backend that needs some (workspace_bytes() says how much:
+    flash-decode's split-KV partial results, the naive backend's S matrix; 0 for the others).
+    An array of at least that many bytes on q's device (rank 1, contiguous, 16-byte aligned,
+    writable, any dtype), or a callable taking the bytes and returning one (called only when
+    they are > 0). None: for torch CUDA tensors one from torch's caching allocator, which can
+    be captured in a CUDA graph; for other arrays the library allocates one, synchronizes the
+    stream and frees it, which cannot be captured (pass a workspace to capture).
     Every argument after lse is keyword-only. Raises as flash_attn_func does; also ValueError for
-    a read-only out or lse.
+    a read-only out or lse, or a workspace smaller than workspace_bytes() ("invalid_argument:
+    workspace_size = ... bytes, expected at least ..."), of another rank or stride, or
+    misaligned; RuntimeError for one on another device.
     """
+    args, kwargs = _forward_arguments(
+        q, k, v, out, lse, softmax_scale, causal, window_size, softcap, alibi_slopes, sinks,
+        cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, seqused_k, k_cache, v_cache,
+        cache_seqlens, block_table, num_splits, backend)
+    q = args[0]
+    stream = _current_stream(q) if stream is None else _check_stream(stream)
+    if workspace is None and _is_torch(q):
+        workspace = _ops.torch_workspace(q, stream)
+    _C.forward(*args, **kwargs, stream=stream, workspace=workspace)
+
+
+def workspace_bytes(q, k, v, out, lse=None, *, softmax_scale: Optional[float] = None,
+                    causal: bool = False, window_size: Tuple[int, int] = (-1, -1),
+                    softcap: float = 0.0, alibi_slopes=None, sinks=None, cu_seqlens_q=None,
+                    cu_seqlens_k=None, max_seqlen_q: Optional[int] = None,
+                    max_seqlen_k: Optional[int] = None, seqused_k=None, k_cache=None,
+                    v_cache=None, cache_seqlens=None, block_table=None, num_splits: int = 0,
+                    backend: str = "auto") -> int:
+    """Bytes of workspace forward() with these arguments needs (the library's workspace_bytes()),
+    for the backend that would run them ("auto" resolved as forward() resolves it): on a GPU
+    flash-decode's split-KV partial results when it splits the keys (num_splits other than 1;
+    for 0 the split count it picks from the GPU and the shape), the naive backend's S matrix;
+    0 for every other backend and on the CPU. The arguments are forward()'s (no stream, no
+    workspace), checked as forward() checks them (the same errors); nothing runs.
+    2**64 - 1 means the count does not fit 64 bits (forward() then refuses the call)."""
+    args, kwargs = _forward_arguments(
+        q, k, v, out, lse, softmax_scale, causal, window_size, softcap, alibi_slopes, sinks,
+        cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, seqused_k, k_cache, v_cache,
+        cache_seqlens, block_table, num_splits, backend)
+    return _C.workspace_bytes(*args, **kwargs)
+
+
+def _forward_arguments(q, k, v, out, lse, softmax_scale, causal, window_size, softcap,
+                       alibi_slopes, sinks, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
+                       max_seqlen_k, seqused_k, k_cache, v_cache, cache_seqlens, block_table,
+                       num_splits, backend):
+    """forward()'s and workspace_bytes()' arguments, checked, as (args, kwargs) of _C.forward
+    and _C.workspace_bytes (up to num_splits)."""
     opts = _check_options(softmax_scale, causal, backend, window_size, softcap)
     max_seqlen_q, max_seqlen_k = _check_varlen(cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
                                                max_seqlen_k)
     num_splits = _check_num_splits(num_splits)
-    stream = _current_stream(q) if stream is None else _check_stream(stream)
     arrays = (q, k, v, out, lse, alibi_slopes, sinks, cu_seqlens_q, cu_seqlens_k, seqused_k,
               k_cache, v_cache, cache_seqlens, block_table)
     if torch is not None:  # older torch refuses DLPack export of tensors that require grad
         arrays = tuple(x.detach() if _is_torch(x) else x for x in arrays)
     (q, k, v, out, lse, alibi_slopes, sinks, cu_seqlens_q, cu_seqlens_k, seqused_k, k_cache,
      v_cache, cache_seqlens, block_table) = arrays
-    _C.forward(q, k, v, out, lse, opts.softmax_scale, opts.causal, opts.window_left,
-               opts.window_right, opts.softcap, alibi_slopes, sinks, cu_seqlens_q, cu_seqlens_k,
-               seqused_k, max_seqlen_q, max_seqlen_k, opts.backend, stream, k_cache=k_cache,
-               v_cache=v_cache, cache_seqlens=cache_seqlens, block_table=block_table,
-               num_splits=num_splits)
+    args = (q, k, v, out, lse, opts.softmax_scale, opts.causal, opts.window_left,
+            opts.window_right, opts.softcap, alibi_slopes, sinks, cu_seqlens_q, cu_seqlens_k,
+            seqused_k, max_seqlen_q, max_seqlen_k, opts.backend)
+    kwargs = {"k_cache": k_cache, "v_cache": v_cache, "cache_seqlens": cache_seqlens,
+              "block_table": block_table, "num_splits": num_splits}
+    return args, kwargs
 
 
 def flash_attn_func(q, k, v, *, softmax_scale: Optional[float] = None, causal: bool = False,
@@ -332,9 +380,15 @@ def flash_attn_func(q, k, v, *, softmax_scale: Optional[float] = None, causal: b
             torch tensors (resp. NumPy arrays): turn them back with your framework's from_dlpack,
             or call flashattn.forward with outputs you allocated.
 
-    CUDA graphs: the "flash" backend allocates nothing and does not synchronize, so capture and
-    replay work. The "naive" backend allocates its S workspace with cudaMalloc and synchronizes
-    the stream: it cannot be captured (and it blocks the host).
+    CUDA graphs: with torch tensors every CUDA backend can be captured and replayed. The fused
+    kernels need no scratch memory; a backend that does (the "naive" backend's S matrix, batch *
+    heads * seqlen_q * seqlen_k * 4 bytes) gets it from torch's caching allocator, on the current
+    stream (inside a capture: from the graph's pool), so the library neither allocates nor
+    synchronizes (when that allocation fails, torch.OutOfMemoryError, a RuntimeError, says so
+    instead of the library's out_of_memory). Arrays of other frameworks reach the library through
+    torch.from_dlpack where torch is importable (the same path); flashattn.forward on them
+    without workspace= lets the library cudaMalloc the naive backend's S and synchronize, which
+    cannot be captured.
 
     Autograd: forward only. With inputs that require grad the outputs do too, and backward()
     raises RuntimeError.
@@ -434,8 +488,8 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, *, cache_seqlen
             rounding, and the CPU backends compute unsplit.
         return_lse: also return the float32 LSE (batch, heads, seqlen_q).
         backend: as flash_attn_func; "auto" picks one that implements a KV cache (on the CPU:
-            cpu-flash; on the GPU: flash-decode). A backend without it raises RuntimeError ("unsupported: backend ...
-            does not implement a KV cache (k_cache / v_cache)").
+            cpu-flash; on the GPU: flash-decode). A backend without it raises RuntimeError
+            ("unsupported: backend ... does not implement a KV cache (k_cache / v_cache)").
         Every argument after v is keyword-only (FlashAttention-2's sixth positional argument is
         rotary_cos, which flashattn does not take; nor cache_batch_idx, cache_leftpad).
 
@@ -449,6 +503,13 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, *, cache_seqlen
     cache nor an output. On a CUDA device the library cannot read cache_seqlens and block_table
     without synchronizing, so their values are the caller's contract there (an int
     cache_seqlens is checked here).
+
+    CUDA graphs: a decode step with torch tensors can be captured with any num_splits (0
+    included) and replayed: flash-decode's split-KV partial results (num_splits != 1) live in a
+    workspace from torch's caching allocator (the graph's pool inside a capture), never one the
+    library allocates. The split count for num_splits=0 depends on the shapes and the GPU, not on
+    cache_seqlens, so a captured step stays right as cache_seqlens (a tensor updated in place)
+    grows.
 
     Raises: as flash_attn_func; the cache's own rules (ranks, dtypes, page size, capacity,
     block_table entries, num_splits) with the library's messages, e.g. "ValueError:
@@ -504,7 +565,7 @@ def _kvcache(q, k_cache, v_cache, k, v, cache_seqlens, block_table, opts: _Optio
         lse = _aligned_empty(_ops.lse_shape(q.shape), np.float32)
         _C.forward(q, k, v, out, lse, opts.softmax_scale, opts.causal, opts.window_left,
                    opts.window_right, opts.softcap, alibi_slopes, sinks, None, None, None, 0, 0,
-                   opts.backend, 0, k_cache=k_cache, v_cache=v_cache, cache_seqlens=cache_seqlens,
+                   opts.backend, k_cache=k_cache, v_cache=v_cache, cache_seqlens=cache_seqlens,
                    block_table=block_table, num_splits=num_splits)
         return out, lse
     # Another framework: zero-copy views, so the new tokens land in the caller's cache.
@@ -628,7 +689,7 @@ def _attention(q, k, v, opts: _Options, alibi_slopes, sinks, varlen):
         lse = _aligned_empty(lse_shape, np.float32)
         _C.forward(q, k, v, out, lse, opts.softmax_scale, opts.causal, opts.window_left,
                    opts.window_right, opts.softcap, alibi_slopes, sinks, cu_q, cu_k, used, max_q,
-                   max_k, opts.backend, 0)
+                   max_k, opts.backend)
         return out, lse
     q, k, v = (_as_torch_or_numpy(x, name) for x, name in ((q, "q"), (k, "k"), (v, "v")))
     alibi_slopes, sinks, cu_q, cu_k, used = (

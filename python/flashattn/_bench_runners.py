@@ -5,6 +5,10 @@ SDPA backends and FlexAttention get BHSD views of the same memory (q.transpose(1
 also how FlashAttention-2 itself stores them. Causal masks coincide because seqlen_q == seqlen_k
 in the benchmark (SDPA aligns top-left, flashattn bottom-right).
 
+The decode grid (--decode) has its own: kvcache_runner (flash_attn_with_kvcache, one step),
+sdpa_decode_runner (SDPA over the contiguous cache) and graph_runner, which captures any runner in
+a CUDA graph and replays it.
+
 The variant rows (--variants) add build_variant_runners: flashattn's backends with the variant's
 option (window_size, softcap, alibi_slopes, sinks, or flash_attn_varlen_func on packed
 sequences), FlexAttention with the matching mask_mod / score_mod (_bench_variants), and for
@@ -292,6 +296,76 @@ def build_variant_runners(cell, ours, peers, inputs: dict, side: dict,
         except Exception as e:  # a backend that cannot be set up for this row: say why
             not_available[name] = one_line(e)
     return runners, not_available, layouts
+
+
+# ---- the decode grid (--decode) ----
+
+def kvcache_runner(name: str, step: dict) -> Callable:
+    """One decode step on this backend: flash_attn_with_kvcache appending step["k"], step["v"]
+    at the fixed step["cache_seqlens"] (the same rows every run, so runs repeat exactly), then
+    attending bottom-right causal; num_splits 0 (the backend picks)."""
+    def run():
+        return flashattn.flash_attn_with_kvcache(
+            step["q"], step["k_cache"], step["v_cache"], step["k"], step["v"],
+            cache_seqlens=step["cache_seqlens"], block_table=step["block_table"], causal=True,
+            backend=name)
+    return run
+
+
+def sdpa_decode_runner(peer: str, step: dict) -> Callable:
+    """torch SDPA with this peer over the contiguous cache (BHSD views of the same memory,
+    enable_gqa: no copy of K and V per query head), every sequence's cache_len keys; it does not
+    append (ours already wrote the new tokens there). One new token sees every key, so it runs
+    unmasked. More are causal bottom-right, which SDPA's is_causal (top-left) is not: cuDNN gets
+    the additive mask (1, 1, new, cache_len), made once here; FA2 takes no tensor mask, so it
+    gets torch's lower-right CausalBias, which runs FlashAttention-2's own bottom-right causal."""
+    import torch
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    from torch.nn.functional import scaled_dot_product_attention
+
+    backend = getattr(SDPBackend, PEERS[peer])
+    q, kc, vc = (step[n].transpose(1, 2) for n in ("q", "k_cache", "v_cache"))
+    new, keys = q.shape[2], kc.shape[2]
+    mask = None
+    if new > 1:
+        if peer == "cudnn":
+            i = torch.arange(new, device=q.device)[:, None]
+            j = torch.arange(keys, device=q.device)[None, :]
+            mask = torch.zeros((1, 1, new, keys), dtype=q.dtype, device=q.device)
+            mask.masked_fill_(j > i + (keys - new), float("-inf"))
+        else:
+            from torch.nn.attention.bias import causal_lower_right
+
+            mask = causal_lower_right(new, keys)
+
+    def run():
+        with sdpa_kernel(backend):
+            return scaled_dot_product_attention(q, kc, vc, attn_mask=mask, enable_gqa=True)
+    return run
+
+
+def graph_runner(run: Callable, warmup: int = 2) -> Callable:
+    """`run` captured once in a CUDA graph and replayed: the returned callable replays it and
+    returns the captured call's output (the graph's own tensor, rewritten by each replay).
+    Warm-up first on a side stream, as torch's docs advise (lazy initialization, cuBLAS / cuDNN
+    plans). Raises what the capture raised (a runner that allocates with cudaMalloc or
+    synchronizes cannot be captured)."""
+    import torch
+
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(warmup):
+            run()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        out = run()
+
+    def replay():
+        graph.replay()
+        return out
+    return replay
 
 
 def one_line(e: BaseException, limit: int = 160) -> str:

@@ -27,7 +27,10 @@ so the schema reads the same on every torch version.
 
 - One implementation per op for CPU and CUDA tensors: it allocates out (q's shape and dtype,
   contiguous) and the float32 LSE on q's device ((batch, heads, seqlen_q) dense, (heads, total_q)
-  varlen) and calls the library, on the caller's current CUDA stream for CUDA tensors.
+  varlen) and calls the library, on the caller's current CUDA stream for CUDA tensors. A backend
+  that needs a workspace (flash-decode with more than one split, naive) gets it from torch's
+  caching allocator (torch_workspace), never from the library: so every op on CUDA tensors can
+  be captured in a CUDA graph, and the workspace is the implementation's, not an op input.
 - The fake (meta) implementations return empties of the same shapes, dtypes and strides, so
   torch.compile(fullgraph=True) traces each op as one node and torch.library.opcheck passes.
   Argument checks happen when the op runs (in the library), except q's rank, which the fakes
@@ -79,6 +82,34 @@ def torch_stream(t) -> int:
     return torch.cuda.current_stream(t.device).cuda_stream if t.is_cuda else 0
 
 
+def torch_workspace(t, stream: int):
+    """The workspace argument of _C.forward for tensors on t's device, run on `stream`: for CUDA
+    tensors a callable that the binding calls with the bytes the backend that runs needs (only
+    when it needs some: flash-decode's split-KV partials, the naive backend's S matrix) and that
+    returns torch.empty(bytes, dtype=torch.uint8) on t's device. It comes from torch's caching
+    allocator, so the library neither allocates nor synchronizes, and the call can be captured
+    in a CUDA graph: inside a capture the buffer comes from the graph's private pool and stays
+    the graph's. The allocator orders its reuse after the current stream; on another stream the
+    buffer is recorded there too. None for CPU tensors (no CPU backend needs a workspace)."""
+    if not t.is_cuda:
+        return None
+
+    def allocate(nbytes: int):
+        ws = torch.empty(nbytes, dtype=torch.uint8, device=t.device)
+        if stream != torch_stream(t):
+            ws.record_stream(torch.cuda.ExternalStream(stream, device=t.device))
+        return ws
+    return allocate
+
+
+def _run_forward(q, k, v, out, lse, *args, **kwargs) -> None:
+    """_C.forward on torch's current stream of q's device with torch_workspace; args and kwargs
+    are _C.forward's after lse, up to the stream."""
+    stream = torch_stream(q)
+    _C.forward(q, k, v, out, lse, *args, stream=stream, workspace=torch_workspace(q, stream),
+               **kwargs)
+
+
 def _detached(x):
     """x.detach() (None stays None): older torch refuses DLPack export of tensors that require
     grad (ALiBi slopes or sinks may be parameters); the op only reads them."""
@@ -95,9 +126,9 @@ if torch is not None:
         """Attention forward: returns (out, lse). See flashattn.flash_attn_func."""
         out = q.new_empty(q.shape)
         lse = q.new_empty(lse_shape(q.shape), dtype=torch.float32)
-        _C.forward(_detached(q), _detached(k), _detached(v), out, lse, softmax_scale, causal,
-                   window_left, window_right, softcap, _detached(alibi_slopes), _detached(sinks),
-                   None, None, None, 0, 0, backend, torch_stream(q))
+        _run_forward(_detached(q), _detached(k), _detached(v), out, lse, softmax_scale, causal,
+                     window_left, window_right, softcap, _detached(alibi_slopes),
+                     _detached(sinks), None, None, None, 0, 0, backend)
         return out, lse
 
     @fwd.register_fake
@@ -120,10 +151,10 @@ if torch is not None:
         lse (heads, total_q)). See flashattn.flash_attn_varlen_func."""
         out = q.new_empty(q.shape)
         lse = q.new_empty(varlen_lse_shape(q.shape), dtype=torch.float32)
-        _C.forward(_detached(q), _detached(k), _detached(v), out, lse, softmax_scale, causal,
-                   window_left, window_right, softcap, _detached(alibi_slopes), _detached(sinks),
-                   _detached(cu_seqlens_q), _detached(cu_seqlens_k), _detached(seqused_k),
-                   max_seqlen_q, max_seqlen_k, backend, torch_stream(q))
+        _run_forward(_detached(q), _detached(k), _detached(v), out, lse, softmax_scale, causal,
+                     window_left, window_right, softcap, _detached(alibi_slopes),
+                     _detached(sinks), _detached(cu_seqlens_q), _detached(cu_seqlens_k),
+                     _detached(seqused_k), max_seqlen_q, max_seqlen_k, backend)
         return out, lse
 
     @fwd_varlen.register_fake
@@ -150,12 +181,12 @@ if torch is not None:
         out = q.new_empty(q.shape)
         lse = q.new_empty(lse_shape(q.shape), dtype=torch.float32)
         # detach() shares the storage: the library writes the caches' own memory.
-        _C.forward(_detached(q), _detached(k), _detached(v), out, lse, softmax_scale, causal,
-                   window_left, window_right, softcap, _detached(alibi_slopes), _detached(sinks),
-                   None, None, None, 0, 0, backend, torch_stream(q),
-                   k_cache=_detached(k_cache), v_cache=_detached(v_cache),
-                   cache_seqlens=_detached(cache_seqlens), block_table=_detached(block_table),
-                   num_splits=num_splits)
+        _run_forward(_detached(q), _detached(k), _detached(v), out, lse, softmax_scale, causal,
+                     window_left, window_right, softcap, _detached(alibi_slopes),
+                     _detached(sinks), None, None, None, 0, 0, backend,
+                     k_cache=_detached(k_cache), v_cache=_detached(v_cache),
+                     cache_seqlens=_detached(cache_seqlens),
+                     block_table=_detached(block_table), num_splits=num_splits)
         return out, lse
 
     @fwd_kvcache.register_fake

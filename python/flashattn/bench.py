@@ -42,6 +42,22 @@ last --check-rows query rows) and ours with Flex's.
     python -m flashattn.bench --variants window,softcap --window 1024,0 --window 256,256
     python -m flashattn.bench --variants softcap,alibi --softcap 30,50 --causal yes
     python -m flashattn.bench --variants varlen --varlen 64x64k --backends flash-sm80,flex,fa2
+
+Decode (--decode): one KV-cache decode step per cell, flash_attn_with_kvcache (flash-decode, the
+new tokens appended at cache_seqlens, causal bottom-right, num_splits=0) beside torch SDPA's cuDNN
+and FlashAttention-2 backends (enable_gqa, contiguous cache only), each eager and replayed from a
+CUDA graph. Default grid, bf16 d128: heads 32/8 and 64/8 x batch 1, 8, 64, 128 x cache 1k, 8k,
+32k, 128k x 1 and 4 new tokens x contiguous and paged (page 16, 64, 256; the block table a random
+permutation of the pages); a cell whose K + V cache would exceed 60% of the GPU memory available
+is skipped and says so. Each cell shows microseconds and effective bandwidth (K and V bytes of
+the cache read / time, TB/s) per runner and ours/cuDNN (cuDNN's time / ours, same mode); the
+summary gives its geometric mean over the cells where cuDNN ran. --check compares ours and
+cuDNN with a float64 reference (sequences 0 and batch - 1) and the graph replay with eager.
+
+    python -m flashattn.bench --decode                          # the whole decode grid
+    python -m flashattn.bench --decode --decode-batches 8,64 --decode-cache-lens 8k,32k \
+        --decode-heads 32/8 --decode-pages 0,64 --decode-new-tokens 1 --check
+    python -m flashattn.bench --decode --decode-modes graph --json d.json --plot d.png
 """
 from __future__ import annotations
 
@@ -56,6 +72,7 @@ from typing import Dict, List, Optional, Tuple
 
 import flashattn
 
+from . import _bench_decode as bd
 from . import _bench_variants as bv
 from ._bench_runners import PEER_DESCRIPTIONS, PEERS
 
@@ -68,6 +85,7 @@ DEFAULT_GQA_SEQLENS = [8192, 16384, 32768]
 FLOP_CONVENTION = ("TFLOP/s = 4 * batch * heads * seqlen_q * seqlen_k * head_dim / time, halved "
                    "for causal (FlashAttention's convention)")
 DTYPES = {"bf16": "bfloat16", "fp16": "float16"}
+DEFAULT_CHECK_ROWS = 256
 
 
 @dataclass(frozen=True)
@@ -136,7 +154,7 @@ def parse_args(argv: Optional[List[str]]) -> argparse.Namespace:
     p.add_argument("--warmup", type=int, default=3, help="untimed runs first (default: 3)")
     p.add_argument("--check", action="store_true",
                    help="also report each backend's max error against a float64 reference")
-    p.add_argument("--check-rows", type=int, default=256,
+    p.add_argument("--check-rows", type=int, default=DEFAULT_CHECK_ROWS,
                    help="query rows checked: the last ones, batch 0, every head (--variants: "
                         "varlen's longest sequence) (default: 256)")
     p.add_argument("--flex-static", action="store_true",
@@ -156,26 +174,106 @@ def parse_args(argv: Optional[List[str]]) -> argparse.Namespace:
                    help="--variants: COUNTxTOTAL sequences of random lengths (seeded by --seed) "
                         "or a comma list of lengths (default: 32x32k; heads and head dims as "
                         "the other rows)")
+    p.add_argument("--decode", action="store_true",
+                   help="time the decode grid instead (flash_attn_with_kvcache against SDPA "
+                        "cuDNN and FA2, eager and CUDA graph; --head-dims: 128 by default)")
+    p.add_argument("--decode-batches", default=None, metavar="LIST",
+                   help="--decode: batch sizes (default: 1,8,64,128)")
+    p.add_argument("--decode-cache-lens", default=None, metavar="LIST",
+                   help="--decode: keys per sequence after the step, 1k = 1024 (default: "
+                        "1k,8k,32k,128k)")
+    p.add_argument("--decode-heads", default=None, metavar="LIST",
+                   help="--decode: HEADS/KV_HEADS pairs (default: 32/8,64/8)")
+    p.add_argument("--decode-new-tokens", default=None, metavar="LIST",
+                   help="--decode: new query tokens per step, appended to the cache (default: "
+                        "1,4)")
+    p.add_argument("--decode-pages", default=None, metavar="LIST",
+                   help="--decode: page sizes, 0 = the contiguous cache (default: 0,16,64,256)")
+    p.add_argument("--decode-modes", default=None, metavar="LIST",
+                   help="--decode: eager, graph (replayed from a CUDA graph) or both (default: "
+                        "eager,graph)")
     p.add_argument("--device", type=int, default=0, help="CUDA device index (default: 0)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--json", metavar="FILE", help="write every cell and the summary as JSON")
-    p.add_argument("--plot", metavar="FILE.png", help="TFLOP/s vs seqlen (matplotlib)")
+    p.add_argument("--plot", metavar="FILE.png",
+                   help="TFLOP/s vs seqlen (--decode: TB/s vs cache length) (matplotlib)")
     args = p.parse_args(argv)
     if args.repeats < 1 or args.warmup < 0:
         p.error("--repeats must be >= 1 and --warmup >= 0")
-    parse_variant_args(p, args)
+    parse_decode_args(p, args)
+    if not args.decode:
+        parse_variant_args(p, args)
     if args.plot:
         import importlib.util
 
         if importlib.util.find_spec("matplotlib") is None:
             p.error("--plot needs matplotlib (pip install matplotlib)")
     if args.backends is not None:
-        known = [b.name for b in flashattn.list_backends() if b.device == "cuda"] + list(PEERS)
+        peers = bd.DECODE_PEERS if args.decode else PEERS
+        known = [b.name for b in flashattn.list_backends() if b.device == "cuda"] + list(peers)
         args.backends = [n.strip() for n in args.backends.split(",") if n.strip()]
         unknown = [n for n in args.backends if n not in known]
         if unknown:
-            p.error(f"unknown backend(s) {', '.join(unknown)}; known: {', '.join(known)}")
+            p.error(f"unknown backend(s) {', '.join(unknown)}"
+                    f"{' for --decode' if args.decode else ''}; known: {', '.join(known)}")
     return args
+
+
+# The flags of the dense grid and the variant table, with their defaults: given with --decode
+# they would go unread.
+DENSE_GRID_FLAGS = {
+    "--seqlens": ("seqlens", None), "--causal": ("causal", "both"),
+    "--tokens": ("tokens", DEFAULT_TOKENS), "--batch": ("batch", None),
+    "--heads": ("heads", None), "--kv-heads": ("kv_heads", None), "--no-gqa": ("no_gqa", False),
+    "--gqa-seqlens": ("gqa_seqlens", DEFAULT_GQA_SEQLENS),
+    "--check-rows": ("check_rows", DEFAULT_CHECK_ROWS), "--flex-static": ("flex_static", False),
+    "--variants": ("variants", None), "--window": ("window", None),
+    "--softcap": ("softcap", None), "--varlen": ("varlen", None)}
+
+
+def parse_decode_args(p: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """Resolves the decode grid's options into args.decode_* lists (and head_dims: 128 by
+    default). A --decode-* option without --decode, or a flag of the dense grid or the variant
+    table with it, is an error: no option goes unread."""
+    decode_flags = {"--decode-batches": args.decode_batches,
+                    "--decode-cache-lens": args.decode_cache_lens,
+                    "--decode-heads": args.decode_heads,
+                    "--decode-new-tokens": args.decode_new_tokens,
+                    "--decode-pages": args.decode_pages, "--decode-modes": args.decode_modes}
+    if not args.decode:
+        given = [flag for flag, value in decode_flags.items() if value is not None]
+        if given:
+            p.error(f"{', '.join(given)} belong(s) to the decode grid: add --decode")
+        return
+    unread = [flag for flag, (name, default) in DENSE_GRID_FLAGS.items()
+              if getattr(args, name) != default]
+    if unread:
+        p.error(f"{', '.join(unread)} do(es) not apply to --decode (its grid: --decode-batches, "
+                "--decode-cache-lens, --decode-heads, --decode-new-tokens, --decode-pages)")
+    try:
+        args.decode_batches = (bd.parse_int_list(args.decode_batches, "--decode-batches")
+                               if args.decode_batches is not None else bd.DEFAULT_BATCHES)
+        args.decode_cache_lens = (
+            bd.parse_int_list(args.decode_cache_lens, "--decode-cache-lens")
+            if args.decode_cache_lens is not None else bd.DEFAULT_CACHE_LENS)
+        args.decode_heads = (bd.parse_heads(args.decode_heads)
+                             if args.decode_heads is not None else bd.DEFAULT_HEADS)
+        args.decode_new_tokens = (
+            bd.parse_int_list(args.decode_new_tokens, "--decode-new-tokens")
+            if args.decode_new_tokens is not None else bd.DEFAULT_NEW_TOKENS)
+        args.decode_pages = (bd.parse_pages(args.decode_pages)
+                             if args.decode_pages is not None else bd.DEFAULT_PAGES)
+        args.decode_modes = (bd.parse_modes(args.decode_modes)
+                             if args.decode_modes is not None else list(bd.MODES))
+    except ValueError as e:
+        p.error(str(e))
+    args.head_dims = args.head_dims or [bd.DEFAULT_HEAD_DIM]
+    if any(n < 1 for n in args.head_dims):
+        p.error("--head-dims must be >= 1")
+    args.seqlens, args.windows, args.softcaps, args.varlen_lengths = [], [], [], None
+    if not build_decode_grid(args):
+        p.error("the decode grid is empty: no page size divides a cache length, or every cache "
+                "is shorter than the new tokens")
 
 
 def parse_variant_args(p: argparse.ArgumentParser, args: argparse.Namespace) -> None:
@@ -236,7 +334,19 @@ def backend_names(args: argparse.Namespace) -> List[str]:
 
     if args.backends is not None:
         return args.backends
+    if args.decode:
+        return [DECODE_BACKEND] + list(bd.DECODE_PEERS)
     return flashattn_cuda_backends() + list(PEERS)
+
+
+# Ours in the decode grid: what "auto" picks for a KV-cache call on the GPU, by name, so the
+# table says which kernel it timed.
+DECODE_BACKEND = "flash-decode"
+
+
+def build_decode_grid(args: argparse.Namespace) -> List["bd.DecodeCell"]:
+    return bd.build_decode_cells(args.decode_heads, args.decode_batches, args.decode_cache_lens,
+                                 args.decode_new_tokens, args.decode_pages, args.head_dims)
 
 
 # ---- one cell ----
@@ -639,6 +749,12 @@ def main(argv: Optional[List[str]] = None) -> int:
         "argv": sys.argv[1:] if argv is None else list(argv),
         "date": datetime.datetime.now().isoformat(timespec="seconds"),
     }
+    if args.decode:
+        from ._bench_decode_run import run_decode
+
+        return run_decode(args, build_decode_grid(args), [n for n in names if n not in PEERS],
+                          [n for n in names if n in PEERS], dtype, device, meta,
+                          L2Flusher(device))
     if args.variants is not None:
         return run_variants(args, names, dtype, device, flex, flex_note, meta, L2Flusher(device))
     grid = build_grid(args)

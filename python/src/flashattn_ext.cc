@@ -1,12 +1,13 @@
 // flashattn._C: the nanobind binding of the C++ API. Arrays arrive through DLPack (PyTorch, JAX,
 // CuPy, NumPy, ...; NumPy bfloat16 arrays of ml_dtypes, which NumPy cannot export, through a
 // uint16 view); this file only turns them into TensorViews, runs flashattn::forward (dense, varlen
-// or KV cache) or flashattn::combine with the GIL released, and maps a failed Status to a Python
-// exception. Every argument check beyond "is
-// this an array of a dtype and device the library knows" is the library's, so Python users get
-// the same messages as C++ callers; the exceptions are what the library cannot see once the
-// views are made: a rank-0 lse, cache, new-token or side array (a rank-0 view means "not
-// given"), a softcap that float32 cannot hold and a num_splits beyond int.
+// or KV cache) or flashattn::combine with the GIL released, answers flashattn::workspace_bytes
+// for a forward call, and maps a failed Status to a Python exception. Every argument check
+// beyond "is this an array of a dtype and device the library knows" is the library's, so Python
+// users get the same messages as C++ callers; the exceptions are what the library cannot see
+// once the views are made: a rank-0 lse, cache, new-token or side array (a rank-0 view means
+// "not given"), a softcap that float32 cannot hold, a num_splits beyond int, and the workspace
+// array's rank, stride, device and alignment (the library gets only its pointer and size).
 //
 // Exception mapping (StatusCode -> Python):
 //   invalid_rank, invalid_shape, invalid_stride, misaligned, unsupported_head_dim, invalid_scale,
@@ -306,23 +307,101 @@ int num_splits_as_int(std::int64_t num_splits) {
   return static_cast<int>(num_splits);
 }
 
+// The workspace of a forward() call (ForwardParams::workspace): a writable rank-1 contiguous
+// array on q's device, 16-byte aligned (the CUDA kernels' vectors), of any dtype: its bytes are
+// what counts. The library sees only a pointer and a size, so these checks are the binding's.
+void attach_workspace_array(nb::handle obj, flashattn::ForwardParams* p,
+                            std::vector<OutputArray>* keep) {
+  OutputArray a;
+  if (!nb::try_cast(obj, a, /*convert=*/false)) {
+    InputArray ro;
+    if (nb::try_cast(obj, ro, /*convert=*/false)) {
+      throw nb::value_error("workspace is read-only, expected a writable array (the backend "
+                            "writes its scratch data there)");
+    }
+    raise_not_an_array(obj, "workspace",
+                       "None, a writable array (torch.empty(bytes, dtype=torch.uint8, "
+                       "device=q.device)) or a callable taking the bytes and returning one");
+  }
+  keep->push_back(a);
+  if (a.ndim() != 1) {
+    raise_status(Status(StatusCode::kInvalidRank, "workspace.rank = " + std::to_string(a.ndim()) +
+                                                      ", expected 1 (a flat buffer of bytes)"));
+  }
+  if (a.shape(0) > 1 && a.stride(0) != 1) {
+    raise_status(Status(StatusCode::kInvalidStride,
+                        "workspace.stride[0] = " + std::to_string(a.stride(0)) +
+                            ", expected 1 (contiguous)"));
+  }
+  const flashattn::Device device = to_device(a.device_type(), a.device_id(), "workspace");
+  if (device != p->q.device) {
+    raise_status(Status(StatusCode::kInvalidDevice,
+                        "workspace.device = " + flashattn::device_name(device) +
+                            " must equal q.device = " + flashattn::device_name(p->q.device)));
+  }
+  if (reinterpret_cast<std::uintptr_t>(a.data()) % flashattn::kRequiredAlignmentBytes != 0) {
+    raise_status(Status(StatusCode::kMisaligned,
+                        "workspace.data is not " +
+                            std::to_string(flashattn::kRequiredAlignmentBytes) +
+                            "-byte aligned"));
+  }
+  p->workspace = a.data();
+  p->workspace_size = a.nbytes();
+}
+
+// Bytes of workspace the backend that runs these params needs ("auto" resolved as forward()
+// resolves it); the params are validated first, as forward() would (the size is read off them).
+// SIZE_MAX when the count does not fit 64 bits (forward() then refuses the call, naming why).
+std::size_t required_workspace(const flashattn::ForwardParams& p, const std::string& backend) {
+  Status st = flashattn::validate(p);
+  if (st.ok()) {
+    std::size_t bytes = 0;
+    st = flashattn::workspace_bytes(p, backend, &bytes);
+    if (st.ok()) return bytes;
+  }
+  raise_status(st);
+}
+
+// forward()'s workspace argument: None (the library allocates one when the backend needs it,
+// then synchronizes: not capturable), an array (attach_workspace_array), or a callable
+// allocate(bytes) -> array, called only when the backend needs bytes > 0. The callable is how
+// the Python layer passes torch's caching allocator: one call imports the arguments once and
+// gets exactly what the backend that runs needs.
+void attach_workspace(nb::handle workspace, const std::string& backend,
+                      flashattn::ForwardParams* p, std::vector<OutputArray>* keep) {
+  if (workspace.is_none()) return;
+  if (!PyCallable_Check(workspace.ptr())) return attach_workspace_array(workspace, p, keep);
+  const std::size_t bytes = required_workspace(*p, backend);
+  if (bytes == 0 || bytes == std::numeric_limits<std::size_t>::max()) return;
+  attach_workspace_array(workspace(bytes), p, keep);
+}
+
 // forward(q, k, v, out, lse, softmax_scale, causal, window_left, window_right, softcap,
 //         alibi_slopes, sinks, cu_seqlens_q, cu_seqlens_k, seqused_k, max_seqlen_q, max_seqlen_k,
-//         backend, stream, k_cache=None, v_cache=None, cache_seqlens=None, block_table=None,
-//         num_splits=0): writes out (and lse) in place. The side inputs are arrays or None;
-// max_seqlen_q / max_seqlen_k are read only with cu_seqlens (0 otherwise). stream is a
-// cudaStream_t as an integer (0: the default stream); ignored on the CPU.
+//         backend, k_cache=None, v_cache=None, cache_seqlens=None, block_table=None,
+//         num_splits=0, stream=0, workspace=None): writes out (and lse) in place. The side
+// inputs are arrays or None; max_seqlen_q / max_seqlen_k are read only with cu_seqlens (0
+// otherwise). stream is a cudaStream_t as an integer (0: the default stream); ignored on the
+// CPU. workspace: attach_workspace.
+// workspace_bytes(the same arguments up to num_splits): the bytes of workspace that call needs
+// (required_workspace); it launches nothing.
 // KV cache (any of k_cache, v_cache, cache_seqlens, block_table given; params.h): k and v are the
 // optional new tokens (None for none), which the library writes into the caches in place, so
 // then the caches must be writable arrays.
 // The Python layer (flashattn/_api.py) checks the options' types; the library checks every value.
-void forward(nb::handle q, nb::handle k, nb::handle v, nb::handle out, nb::handle lse,
-             std::optional<double> softmax_scale, bool causal, std::int64_t window_left,
-             std::int64_t window_right, double softcap, nb::handle alibi_slopes, nb::handle sinks,
-             nb::handle cu_seqlens_q, nb::handle cu_seqlens_k, nb::handle seqused_k,
-             std::int64_t max_seqlen_q, std::int64_t max_seqlen_k, const std::string& backend,
-             std::uintptr_t stream, nb::handle k_cache, nb::handle v_cache,
-             nb::handle cache_seqlens, nb::handle block_table, std::int64_t num_splits) {
+//
+// One body for both: `Run...` is forward()'s (stream, workspace) and empty for workspace_bytes(),
+// which returns the bytes instead of running.
+template <typename... Run>
+auto forward_call(nb::handle q, nb::handle k, nb::handle v, nb::handle out, nb::handle lse,
+                  std::optional<double> softmax_scale, bool causal, std::int64_t window_left,
+                  std::int64_t window_right, double softcap, nb::handle alibi_slopes,
+                  nb::handle sinks, nb::handle cu_seqlens_q, nb::handle cu_seqlens_k,
+                  nb::handle seqused_k, std::int64_t max_seqlen_q, std::int64_t max_seqlen_k,
+                  const std::string& backend, nb::handle k_cache, nb::handle v_cache,
+                  nb::handle cache_seqlens, nb::handle block_table, std::int64_t num_splits,
+                  Run... run) {
+  static_assert(sizeof...(Run) == 0 || sizeof...(Run) == 2, "(stream, workspace) or nothing");
   std::vector<InputArray> inputs;
   std::vector<OutputArray> outputs;
   flashattn::ForwardParams p;
@@ -371,12 +450,34 @@ void forward(nb::handle q, nb::handle k, nb::handle v, nb::handle out, nb::handl
   p.max_seqlen_k = max_seqlen_k;
   p.num_splits = num_splits_as_int(num_splits);
 
-  Status st;
-  {
-    nb::gil_scoped_release release;
-    st = flashattn::forward(p, backend, reinterpret_cast<flashattn::StreamHandle>(stream));
+  if constexpr (sizeof...(Run) == 0) {
+    return required_workspace(p, backend);
+  } else {
+    const auto [stream, workspace] = std::tuple<Run...>(run...);
+    attach_workspace(workspace, backend, &p, &outputs);
+    Status st;
+    {
+      nb::gil_scoped_release release;
+      st = flashattn::forward(p, backend, reinterpret_cast<flashattn::StreamHandle>(stream));
+    }
+    if (!st.ok()) raise_status(st);
   }
-  if (!st.ok()) raise_status(st);
+}
+
+// Registers an entry point with forward_call's common arguments, then `run` (forward()'s stream
+// and workspace). .none() on every array: None reaches input_view / output_view and gets their
+// TypeError naming the argument, not nanobind's "incompatible function arguments" listing.
+template <typename Fn, typename... Run>
+void def_forward_entry(nb::module_& m, const char* name, Fn fn, const char* doc,
+                       const Run&... run) {
+  m.def(name, fn, nb::arg("q").none(), nb::arg("k").none(), nb::arg("v").none(),
+        nb::arg("out").none(), nb::arg("lse").none(), nb::arg("softmax_scale").none(),
+        nb::arg("causal"), nb::arg("window_left"), nb::arg("window_right"), nb::arg("softcap"),
+        nb::arg("alibi_slopes").none(), nb::arg("sinks").none(), nb::arg("cu_seqlens_q").none(),
+        nb::arg("cu_seqlens_k").none(), nb::arg("seqused_k").none(), nb::arg("max_seqlen_q"),
+        nb::arg("max_seqlen_k"), nb::arg("backend"), nb::arg("k_cache").none() = nb::none(),
+        nb::arg("v_cache").none() = nb::none(), nb::arg("cache_seqlens").none() = nb::none(),
+        nb::arg("block_table").none() = nb::none(), nb::arg("num_splits") = 0, run..., doc);
 }
 
 // combine(outs, lses, out, lse, stream): merges the partial results outs[i], lses[i] (lists of
@@ -426,22 +527,22 @@ std::vector<std::tuple<std::string, std::string, std::string, bool, std::string>
 NB_MODULE(_C, m) {
   m.doc() = "flashattn's C++ API (low level; use flashattn.flash_attn_func)";
   m.attr("version") = flashattn::kVersion;
-  // .none() on every array: None reaches input_view / output_view and gets their TypeError
-  // naming the argument, not nanobind's "incompatible function arguments" listing.
-  m.def("forward", &forward, nb::arg("q").none(), nb::arg("k").none(), nb::arg("v").none(),
-        nb::arg("out").none(), nb::arg("lse").none(), nb::arg("softmax_scale").none(),
-        nb::arg("causal"), nb::arg("window_left"), nb::arg("window_right"), nb::arg("softcap"),
-        nb::arg("alibi_slopes").none(), nb::arg("sinks").none(), nb::arg("cu_seqlens_q").none(),
-        nb::arg("cu_seqlens_k").none(), nb::arg("seqused_k").none(), nb::arg("max_seqlen_q"),
-        nb::arg("max_seqlen_k"), nb::arg("backend"), nb::arg("stream"),
-        nb::arg("k_cache").none() = nb::none(), nb::arg("v_cache").none() = nb::none(),
-        nb::arg("cache_seqlens").none() = nb::none(), nb::arg("block_table").none() = nb::none(),
-        nb::arg("num_splits") = 0,
-        "Attention forward into caller-provided arrays (BSHD, or packed (total, heads, head_dim) "
-        "with cu_seqlens; lse float32 (batch, heads, seqlen_q) / (heads, total_q) or None; the "
-        "side inputs arrays or None). With k_cache: a KV cache call, k and v the new tokens "
-        "(or None), written into the caches in place. Raises ValueError / TypeError / "
-        "RuntimeError with the library's message.");
+  def_forward_entry(
+      m, "forward", &forward_call<std::uintptr_t, nb::handle>,
+      "Attention forward into caller-provided arrays (BSHD, or packed (total, heads, head_dim) "
+      "with cu_seqlens; lse float32 (batch, heads, seqlen_q) / (heads, total_q) or None; the "
+      "side inputs arrays or None). With k_cache: a KV cache call, k and v the new tokens "
+      "(or None), written into the caches in place. stream: a cudaStream_t as an int. "
+      "workspace: None (the library allocates one if the backend needs it, and synchronizes), "
+      "a writable 1-D contiguous array on q's device, 16-byte aligned, or a callable taking "
+      "the bytes needed (called only when > 0) and returning one. Raises ValueError / "
+      "TypeError / RuntimeError with the library's message.",
+      nb::arg("stream") = 0, nb::arg("workspace").none() = nb::none());
+  def_forward_entry(
+      m, "workspace_bytes", &forward_call<>,
+      "Bytes of workspace forward() with these arguments needs (0 for none; 2**64 - 1 when the "
+      "count does not fit 64 bits), for the backend that would run (\"auto\" resolved); the "
+      "arguments are validated as forward() validates them. Launches nothing.");
   m.def("combine", &combine, nb::arg("outs"), nb::arg("lses"), nb::arg("out").none(),
         nb::arg("lse").none(), nb::arg("stream"),
         "Merges partial results (lists of float32 outs (batch, seqlen_q, heads, head_dim) and "

@@ -1,5 +1,10 @@
-"""Inputs and layouts shared by the Python tests (NumPy; the torch tests convert)."""
+"""Inputs and layouts shared by the Python tests (NumPy; the torch tests convert), and the host
+clock that stands in for CUDA events and the command line of the benchmark tests."""
 from __future__ import annotations
+
+import subprocess
+import sys
+import time
 
 import numpy as np
 
@@ -162,3 +167,22 @@ def same_bits(a, b) -> bool:
     a, b = np.asarray(a), np.asarray(b)
     return a.shape == b.shape and a.dtype == b.dtype and np.array_equal(
         as_float64(a), as_float64(b), equal_nan=True)
+
+
+class HostClockEvent:
+    """Stands in for torch.cuda.Event on the CPU (the benchmarks' pipelines on CPU tensors)."""
+
+    def __init__(self, enable_timing=True):
+        self.t = None
+
+    def record(self):
+        self.t = time.perf_counter()
+
+    def elapsed_time(self, other):
+        return (other.t - self.t) * 1e3
+
+
+def run_bench(*args, timeout=300) -> subprocess.CompletedProcess:
+    """python -m flashattn.bench with these arguments, its output captured."""
+    return subprocess.run([sys.executable, "-m", "flashattn.bench", *args], capture_output=True,
+                          text=True, timeout=timeout)

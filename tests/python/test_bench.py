@@ -3,23 +3,16 @@ the whole cell pipeline on CPU tensors (CUDA events replaced by a host clock), a
 on a GPU."""
 import json
 import math
-import subprocess
-import sys
-import time
 
 import pytest
 
 from flashattn import bench
+from helpers import HostClockEvent, run_bench
 
 try:
     import torch
 except ImportError:
     torch = None
-
-
-def run_bench(*args):
-    return subprocess.run([sys.executable, "-m", "flashattn.bench", *args], capture_output=True,
-                          text=True, timeout=300)
 
 
 def test_help_without_gpu():
@@ -107,19 +100,6 @@ def test_plot(tmp_path):
     path = tmp_path / "bench.png"
     plot(synthetic_rows(), ["flash", "cudnn", "fa2"], str(path), "synthetic")
     assert path.stat().st_size > 10_000
-
-
-class HostClockEvent:
-    """Stands in for torch.cuda.Event on the CPU."""
-
-    def __init__(self, enable_timing=True):
-        self.t = None
-
-    def record(self):
-        self.t = time.perf_counter()
-
-    def elapsed_time(self, other):
-        return (other.t - self.t) * 1e3
 
 
 @pytest.mark.torch

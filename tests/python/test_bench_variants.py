@@ -6,9 +6,6 @@ GPU."""
 import itertools
 import json
 import math
-import subprocess
-import sys
-import time
 
 import numpy as np
 import pytest
@@ -16,16 +13,12 @@ import pytest
 from flashattn import _bench_variants as bv
 from flashattn import bench
 from flashattn._reference import attention_numpy
+from helpers import HostClockEvent, run_bench
 
 try:
     import torch
 except ImportError:
     torch = None
-
-
-def run_bench(*args, timeout=300):
-    return subprocess.run([sys.executable, "-m", "flashattn.bench", *args], capture_output=True,
-                          text=True, timeout=timeout)
 
 
 # ---- (query, key) pairs and FLOPs ----
@@ -472,19 +465,6 @@ def test_check_text():
 
 
 # ---- the variant driver on CPU tensors (torch), and a short GPU run ----
-
-class HostClockEvent:
-    """Stands in for torch.cuda.Event on the CPU."""
-
-    def __init__(self, enable_timing=True):
-        self.t = None
-
-    def record(self):
-        self.t = time.perf_counter()
-
-    def elapsed_time(self, other):
-        return (other.t - self.t) * 1e3
-
 
 @pytest.mark.torch
 def test_variant_driver_on_cpu(monkeypatch, tmp_path, capsys):
