@@ -153,6 +153,9 @@ def run_cell(cell: bd.DecodeCell, step: dict, ours: List[str], peers: List[str],
             if name not in eager and bd.graph_name(name) not in na:
                 na[bd.graph_name(name)] = f"not captured: the eager step failed ({na[name]})"
         for name, run in eager.items():
+            if step["q"].device.type != "cuda":  # torch would capture an empty graph
+                na[bd.graph_name(name)] = "CUDA graphs need CUDA tensors"
+                continue
             try:
                 runners[bd.graph_name(name)] = graph_runner(run)
             except Exception as e:  # cannot be captured (or failed inside the capture)

@@ -1,10 +1,14 @@
 """One decode step of flash_attn_with_kvcache, repeated, for a profiler to attach to (ncu on the
-GPU machine: scripts/device_profile.sh). bf16, d128, one token appended per step.
+GPU machine: scripts/device_profile.sh). bf16, d128, one token appended per step. --timing
+instead prints the host time per call (issue only, over --steps calls without a sync) beside the
+GPU time per call (CUDA events over the same calls): a call whose host time is the larger is
+bound by the Python and C++ host path, not by the kernels.
 
     python3 tools/profile/decode_step.py [--batch 64] [--heads 32] [--kv-heads 8]
-        [--cache-len 8192] [--page 0] [--steps 5]
+        [--cache-len 8192] [--page 0] [--steps 5] [--timing]
 """
 import argparse
+import time
 
 import torch
 
@@ -20,6 +24,9 @@ def main() -> None:
     p.add_argument("--page", type=int, default=0, help="page size, 0: contiguous cache")
     p.add_argument("--num-splits", type=int, default=0)
     p.add_argument("--steps", type=int, default=5)
+    p.add_argument("--timing", action="store_true", help="host vs GPU time per call")
+    p.add_argument("--cprofile", action="store_true",
+                   help="the host path's functions by cumulative time over --steps calls")
     a = p.parse_args()
     d, dt, dev = 128, torch.bfloat16, "cuda"
     q = torch.randn(a.batch, 1, a.heads, d, device=dev, dtype=dt)
@@ -34,11 +41,43 @@ def main() -> None:
     else:
         k_cache = torch.randn(a.batch, a.cache_len, a.kv_heads, d, device=dev, dtype=dt)
     v_cache = torch.randn_like(k_cache)
-    for _ in range(a.steps):
+    def step():
         flashattn.flash_attn_with_kvcache(q, k_cache, v_cache, k_new, v_new,
                                           cache_seqlens=seqlens, block_table=table,
                                           num_splits=a.num_splits)
+
+    if a.cprofile:
+        import cProfile
+        import pstats
+        step()
+        torch.cuda.synchronize()
+        prof = cProfile.Profile()
+        prof.enable()
+        for _ in range(a.steps):
+            step()
+        prof.disable()
+        torch.cuda.synchronize()
+        pstats.Stats(prof).sort_stats("cumulative").print_stats(25)
+        return
+    if not a.timing:
+        for _ in range(a.steps):
+            step()
+        torch.cuda.synchronize()
+        return
+    for _ in range(3):
+        step()
     torch.cuda.synchronize()
+    start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    t0 = time.perf_counter()
+    for _ in range(a.steps):
+        step()
+    host_us = (time.perf_counter() - t0) / a.steps * 1e6
+    stop.record()
+    torch.cuda.synchronize()
+    gpu_us = start.elapsed_time(stop) / a.steps * 1e3
+    print(f"batch {a.batch} heads {a.heads}/{a.kv_heads} cache {a.cache_len} page {a.page}: "
+          f"host {host_us:.1f} us/call, GPU {gpu_us:.1f} us/call over {a.steps} calls")
 
 
 if __name__ == "__main__":

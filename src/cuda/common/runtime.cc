@@ -3,6 +3,8 @@
 #include <cuda_runtime.h>
 
 #include <cstdio>
+#include <map>
+#include <mutex>
 #include <utility>
 
 namespace flashattn::cuda {
@@ -57,7 +59,21 @@ std::string unavailable_reason() {
   return "";
 }
 
+// cudaGetDeviceProperties fills about a hundred fields, some through driver queries; `auto`
+// asked it once per GPU backend on every forward(), and a decode step spent ~250 us of host time
+// per call (tools/profile/decode_step.py --timing on the H200). A device's properties do not
+// change within a process: each is read once.
 Status device_props(int device, DeviceProps* props) {
+  static std::mutex mu;
+  static std::map<int, DeviceProps> cache;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    const auto it = cache.find(device);
+    if (it != cache.end()) {
+      *props = it->second;
+      return Status::Ok();
+    }
+  }
   cudaDeviceProp p{};
   cudaError_t err = cudaGetDeviceProperties(&p, device);
   if (err != cudaSuccess) return status_from_cuda(err, "cudaGetDeviceProperties");
@@ -68,6 +84,8 @@ Status device_props(int device, DeviceProps* props) {
   props->total_memory = p.totalGlobalMem;
   props->l2_bytes = static_cast<std::size_t>(p.l2CacheSize);
   props->max_smem_per_block_optin = p.sharedMemPerBlockOptin;
+  std::lock_guard<std::mutex> lock(mu);
+  cache.emplace(device, *props);
   return Status::Ok();
 }
 
@@ -104,8 +122,24 @@ Status backend_usable(Device device, Status (*kernels_available)(), int min_majo
                         std::to_string(props.major) + "." + std::to_string(props.minor));
     }
   }
-  DeviceGuard guard(device.index);  // the kernel image is looked up for the current device
-  return kernels_available();
+  // Whether this build has a kernel image for the device does not change either: looked up once
+  // per (backend, device).
+  static std::mutex mu;
+  static std::map<std::pair<Status (*)(), int>, Status> images;
+  const std::pair<Status (*)(), int> key{kernels_available, device.index};
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    const auto it = images.find(key);
+    if (it != images.end()) return it->second;
+  }
+  Status st;
+  {
+    DeviceGuard guard(device.index);  // the kernel image is looked up for the current device
+    st = kernels_available();
+  }
+  std::lock_guard<std::mutex> lock(mu);
+  images.emplace(key, st);
+  return st;
 }
 
 Status check_pointer_device(const void* ptr, Device device, const char* name) {

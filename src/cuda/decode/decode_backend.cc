@@ -61,6 +61,12 @@ class DecodeBackend final : public Backend {
       return Status(StatusCode::kUnsupported, "flash-decode: batch = " + std::to_string(p.batch()) +
                                                   " exceeds its grid limit 65535");
     }
+    const std::int64_t rows = p.batch() * p.seqlen_q() * p.heads();  // the merge's grid
+    if (rows > 0x7fffffff) {
+      return Status(StatusCode::kUnsupported, "flash-decode: batch * seqlen_q * heads = " +
+                                                  std::to_string(rows) +
+                                                  " exceeds the merge's grid limit 2^31 - 1");
+    }
     const std::int64_t blocks = cuda::decode_splits(p, sm_count_of(p.q.device)) * p.kv_heads() *
                                 cuda::decode_shape(p).chunks;
     if (blocks > 0x7fffffff) {

@@ -40,10 +40,8 @@ Status launch_decode(const KernelArgs& args, const DecodeNewTokens& new_tokens,
   kernel<<<grid, Tr::kThreads, Tr::kSmemBytes, stream>>>(args, split);
   const Status st = check_launch("decode_attention_kernel");
   if (!st.ok() || split.splits == 1) return st;  // one split wrote out / lse itself
-  constexpr int kWarpsPerBlock = 4;
-  const std::int64_t rows = args.batch * args.seqlen_q * args.heads;
-  decode_combine_kernel<T><<<static_cast<unsigned>((rows + kWarpsPerBlock - 1) / kWarpsPerBlock),
-                             32 * kWarpsPerBlock, 0, stream>>>(args, split);
+  const std::int64_t rows = args.batch * args.seqlen_q * args.heads;  // < 2^31: supports()
+  decode_combine_kernel<T><<<static_cast<unsigned>(rows), kCombineThreads, 0, stream>>>(args, split);
   return check_launch("decode_combine_kernel");
 }
 
