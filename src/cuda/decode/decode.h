@@ -48,9 +48,10 @@ struct DecodeShape {
 };
 DecodeShape decode_shape(const ForwardParams& p);
 
-// The split count a call runs with: params.num_splits when set; else enough blocks to fill the
-// GPU (sm_count x 4 blocks, from each block's 80 KB of shared memory at d128: two per SM, twice
-// over for the tail), at least 4 key tiles per split, at most kMaxSplits.
+// The split count a call runs with: params.num_splits when set; else the fewest splits whose
+// waves (blocks resident per SM: decode_blocks_per_sm) take within 5% of the best time, at least
+// kMinTilesPerSplit = 4 key tiles per split, at most kMaxSplits.
+int decode_blocks_per_sm(const ForwardParams& p);
 std::int64_t decode_splits(const ForwardParams& p, int sm_count);
 
 // Workspace bytes for `splits` (0 for one split), and where the partial results lie in it: O

@@ -9,7 +9,6 @@ namespace flashattn::cuda {
 namespace {
 constexpr std::int64_t kRows = 16;           // DecodeTraits::kRows
 constexpr std::int64_t kMinTilesPerSplit = 4;  // below this a split's fixed cost dominates
-constexpr std::int64_t kBlocksPerSm = 4;
 constexpr std::size_t kAlign = 256;
 }  // namespace
 
@@ -23,14 +22,36 @@ DecodeShape decode_shape(const ForwardParams& p) {
   return s;
 }
 
+// Blocks of the tensor-core kernel resident per SM (DecodeMmaTraits: shared memory and
+// registers; ptxas -v and ncu's occupancy on the H200: d64 3, d128 2, d256 1); the float32
+// kernel fits 2.
+int decode_blocks_per_sm(const ForwardParams& p) {
+  if (p.q.dtype == DType::kFP32) return 2;
+  return p.head_dim() <= 64 ? 3 : p.head_dim() <= 128 ? 2 : 1;
+}
+
+// The split count by wave efficiency: blocks * s run in ceil(blocks * s / resident) waves, each
+// split doing 1 / s of the keys, so the time goes as waves / s; the smallest s within 5% of the
+// best keeps the merge and the partial results small. v1 aimed at 4 blocks per SM instead: at
+// batch 64 x 8k (512 blocks, 264 resident at d128) it chose 2 splits for the same 4 half-length
+// waves as 2 whole ones, and paid the merge.
 std::int64_t decode_splits(const ForwardParams& p, int sm_count) {
   if (p.num_splits > 0) return p.num_splits;
   const DecodeShape s = decode_shape(p);
   const std::int64_t blocks = std::max<std::int64_t>(1, p.batch() * p.kv_heads() * s.chunks);
-  const std::int64_t target = kBlocksPerSm * std::max(1, sm_count);
-  std::int64_t splits = (target + blocks - 1) / blocks;
-  splits = std::min(splits, std::max<std::int64_t>(1, s.key_tiles / kMinTilesPerSplit));
-  return std::clamp<std::int64_t>(splits, 1, kMaxSplits);
+  const std::int64_t resident = std::max(1, sm_count) * std::int64_t{decode_blocks_per_sm(p)};
+  const std::int64_t max_splits = std::clamp<std::int64_t>(s.key_tiles / kMinTilesPerSplit, 1,
+                                                           kMaxSplits);
+  auto cost = [&](std::int64_t n) {  // waves per unit of work: lower is faster
+    const std::int64_t waves = (blocks * n + resident - 1) / resident;
+    return static_cast<double>(waves) / static_cast<double>(n);
+  };
+  double best = cost(1);
+  for (std::int64_t n = 2; n <= max_splits; ++n) best = std::min(best, cost(n));
+  for (std::int64_t n = 1; n <= max_splits; ++n) {
+    if (cost(n) <= best * 1.05) return n;
+  }
+  return 1;
 }
 
 namespace {
