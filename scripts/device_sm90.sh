@@ -108,13 +108,8 @@ if has decode; then
   start=$(date +%s)
   python3 -m pip install -q --no-build-isolation --no-deps . > "$out/pip.log" 2>&1 ||
     { note "pip install failed"; tail -20 "$out/pip.log"; }
-  if [ -f scripts/device_decode_bench.py ]; then
-    (timeout 400 python3 scripts/device_decode_bench.py --json "$out/decode.json") \
-      > "$out/decode.txt" 2> "$out/decode.err"
-  else
-    (cd /tmp && timeout 400 python3 -m flashattn.bench --decode ${DECODE_ARGS:-} \
-      --json "$out/decode.json") > "$out/decode.txt" 2> "$out/decode.err"
-  fi
+  (cd /tmp && timeout 400 python3 -m flashattn.bench --decode ${DECODE_ARGS:-} \
+    --json "$out/decode.json") > "$out/decode.txt" 2> "$out/decode.err"
   note "decode bench: rc=$? in $(( $(date +%s) - start )) s"
   cat "$out/decode.txt"; tail -5 "$out/decode.err"
 fi
