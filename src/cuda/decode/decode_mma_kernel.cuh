@@ -12,7 +12,7 @@
 // are (token, query head) pairs sharing kv head hk (GQA packing: row r is token (r0 + r) / group,
 // head hk * group + (r0 + r) % group), one m16 tile, so each K / V byte is read once for all of
 // them. Key tiles of kBlockN = 64 keys stream through a kStages-deep cp.async ring (paged or
-// contiguous rows, decode_kv_offset; keys past the sequence and pages outside the cache
+// contiguous rows, DecodeKvRows; keys past the sequence and pages outside the cache
 // zero-filled). Warp w owns keys 16 w .. 16 w + 15 of every tile with its own online-softmax state
 // (fragment_ops.cuh: S = Q K^T as 16 mma.sync, the mask and score mods, the lazy-rescaled update,
 // P rounded to T, O += P V as kD / 8 mma.sync), so warps never wait on each other inside a tile;
