@@ -55,7 +55,7 @@ summary gives its geometric mean over the cells where cuDNN ran. --check compare
 cuDNN with a float64 reference (sequences 0 and batch - 1) and the graph replay with eager.
 
     python -m flashattn.bench --decode                          # the whole decode grid
-    python -m flashattn.bench --decode --decode-batches 8,64 --decode-cache-lens 8k,32k \
+    python -m flashattn.bench --decode --decode-batches 8,64 --decode-cache-lens 8k,32k \\
         --decode-heads 32/8 --decode-pages 0,64 --decode-new-tokens 1 --check
     python -m flashattn.bench --decode --decode-modes graph --json d.json --plot d.png
 """
