@@ -553,7 +553,7 @@ def _kvcache(q, k_cache, v_cache, k, v, cache_seqlens, block_table, opts: _Optio
         if as_int:
             cache_seqlens = torch.full((_batch(q),), cache_seqlens, dtype=torch.int32,
                                        device=q.device)
-        return _ops.fwd_kvcache(q, k_cache, v_cache, k, v, cache_seqlens, block_table,
+        return _ops.call_fwd_kvcache(q, k_cache, v_cache, k, v, cache_seqlens, block_table,
                                 opts.softmax_scale, opts.causal, opts.window_left,
                                 opts.window_right, opts.softcap, alibi_slopes, sinks, num_splits,
                                 opts.backend)
@@ -645,7 +645,7 @@ def _combine(outs: list, lses: list, out_dtype):
         elif not isinstance(out_dtype, torch.dtype):
             raise TypeError("out_dtype must be a torch.dtype (torch.bfloat16, torch.float16 or "
                             f"torch.float32) or None for torch parts, got {_kind(out_dtype)}")
-        return _ops.combine(outs, lses, out_dtype)
+        return _ops.call_combine(outs, lses, out_dtype)
     if isinstance(first, np.ndarray):
         try:
             out_dtype = np.dtype(np.float32 if out_dtype is None else out_dtype)
@@ -677,8 +677,8 @@ def _attention(q, k, v, opts: _Options, alibi_slopes, sinks, varlen):
         scalars = (opts.softmax_scale, opts.causal, opts.window_left, opts.window_right,
                    opts.softcap, alibi_slopes, sinks, opts.backend)
         if varlen is None:
-            return _ops.fwd(q, k, v, *scalars)
-        return _ops.fwd_varlen(q, k, v, cu_q, cu_k, max_q, max_k, used, *scalars)
+            return _ops.call_fwd(q, k, v, *scalars)
+        return _ops.call_fwd_varlen(q, k, v, cu_q, cu_k, max_q, max_k, used, *scalars)
     if isinstance(q, np.ndarray):
         _check_same_framework(q, k, v, lambda x: isinstance(x, np.ndarray))
         # q's dtype object: ml_dtypes' bfloat16 too. An object array cannot be viewed from bytes:
