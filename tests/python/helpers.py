@@ -186,3 +186,17 @@ def run_bench(*args, timeout=300) -> subprocess.CompletedProcess:
     """python -m flashattn.bench with these arguments, its output captured."""
     return subprocess.run([sys.executable, "-m", "flashattn.bench", *args], capture_output=True,
                           text=True, timeout=timeout)
+
+
+class DLPackOnly:
+    """A minimal non-NumPy DLPack producer (what JAX or another framework looks like to us):
+    wraps an array or tensor and offers only __dlpack__ and __dlpack_device__."""
+
+    def __init__(self, array):
+        self._array = array
+
+    def __dlpack__(self, **kwargs):
+        return self._array.__dlpack__(**kwargs)
+
+    def __dlpack_device__(self):
+        return self._array.__dlpack_device__()

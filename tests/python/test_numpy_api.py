@@ -7,8 +7,8 @@ import pytest
 
 import flashattn
 from flashattn._reference import attention_numpy
-from helpers import (aligned_empty, attention_inputs, bhsd_storage, cpu_backends, padded_heads,
-                     NUMPY_DTYPES)
+from helpers import (DLPackOnly, aligned_empty, attention_inputs, bhsd_storage, cpu_backends,
+                     padded_heads, NUMPY_DTYPES)
 from tolerance import check_attention, naive_float32
 
 # (batch, seqlen_q, seqlen_k, heads, kv_heads, head_dim): tails that are not tile multiples,
@@ -160,19 +160,6 @@ def test_forward_without_lse():
     flashattn.forward(q, k, v, out)
     ref_out, _ = attention_numpy(q, k, v)
     assert np.abs(out - ref_out).max() < 2e-3
-
-
-class DLPackOnly:
-    """A minimal non-NumPy DLPack producer (what JAX or another framework looks like to us)."""
-
-    def __init__(self, array):
-        self._array = array
-
-    def __dlpack__(self, **kwargs):
-        return self._array.__dlpack__(**kwargs)
-
-    def __dlpack_device__(self):
-        return self._array.__dlpack_device__()
 
 
 def test_other_dlpack_producers():

@@ -10,7 +10,7 @@ import pytest
 
 import flashattn
 from flashattn._reference import kvcache_numpy
-from helpers import kvcache_inputs
+from helpers import DLPackOnly, kvcache_inputs
 from tolerance import check_attention, round_to
 
 try:
@@ -361,17 +361,6 @@ def test_combine_errors_through_torch():
 
 
 # ---- other DLPack producers: zero-copy, so the new tokens land in the producer's cache ----
-
-class DLPackOnly:
-    def __init__(self, tensor):
-        self._tensor = tensor
-
-    def __dlpack__(self, **kwargs):
-        return self._tensor.__dlpack__(**kwargs)
-
-    def __dlpack_device__(self):
-        return self._tensor.__dlpack_device__()
-
 
 def test_other_dlpack_producers_write_their_cache():
     a, b = as_torch(problem("paged16", 2, seed=12)), as_torch(problem("paged16", 2, seed=12))

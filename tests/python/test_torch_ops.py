@@ -9,6 +9,7 @@ import pytest
 
 import flashattn
 from flashattn._reference import attention_numpy, attention_torch
+from helpers import DLPackOnly
 from tolerance import check_attention, naive_float32
 
 try:
@@ -266,17 +267,6 @@ def test_no_grad_and_forward_into_with_grad_tensors():
 
 
 # ---- other DLPack producers go through torch ----
-
-class DLPackOnly:
-    def __init__(self, tensor):
-        self._tensor = tensor
-
-    def __dlpack__(self, **kwargs):
-        return self._tensor.__dlpack__(**kwargs)
-
-    def __dlpack_device__(self):
-        return self._tensor.__dlpack_device__()
-
 
 def test_other_dlpack_producers_bf16():
     q, k, v = make_inputs(1, 24, 40, 4, 2, 64, "bf16", seed=8)

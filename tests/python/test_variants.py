@@ -10,9 +10,9 @@ import pytest
 
 import flashattn
 from flashattn._reference import attention_numpy
-from helpers import (VARIANT_DTYPES, aligned_copy, aligned_empty, as_float64, attention_inputs,
-                     bhsd_storage, bloom_slopes, cpu_backends, cu_seqlens, numpy_dtype,
-                     padded_heads, varlen_inputs)
+from helpers import (VARIANT_DTYPES, DLPackOnly, aligned_copy, aligned_empty, as_float64,
+                     attention_inputs, bhsd_storage, bloom_slopes, cpu_backends, cu_seqlens,
+                     numpy_dtype, padded_heads, varlen_inputs)
 from tolerance import check_attention, naive_float32
 
 BACKENDS = cpu_backends() + ["auto"]
@@ -344,19 +344,6 @@ def test_varlen_forward_into_strided_outputs():
     flashattn.forward(q, k, v, out2, cu_seqlens_q=cq, cu_seqlens_k=ck, max_seqlen_q=64,
                       max_seqlen_k=64, **options)
     assert np.array_equal(out2, out)
-
-
-class DLPackOnly:
-    """A minimal non-NumPy DLPack producer (what JAX or another framework looks like to us)."""
-
-    def __init__(self, array):
-        self._array = array
-
-    def __dlpack__(self, **kwargs):
-        return self._array.__dlpack__(**kwargs)
-
-    def __dlpack_device__(self):
-        return self._array.__dlpack_device__()
 
 
 def test_other_dlpack_producers_with_variants():
