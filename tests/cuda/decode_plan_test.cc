@@ -98,6 +98,29 @@ TEST(DecodePlan, WorkspaceLayoutFits) {
   }
 }
 
+// decode_part_row, which the attention kernels write and the merge reads: every (split, sequence,
+// token, head) its own row, all of them inside the workspace's rows.
+TEST(DecodePlan, PartRowsDistinctAndInside) {
+  const ForwardParams p = decode_params(3, 12, 4, 5000, 4, 96);
+  const KernelArgs a = kernel_args_of(p);
+  constexpr std::int64_t kSplits = 5;
+  const std::int64_t rows = kSplits * 3 * 4 * 12;
+  std::vector<int> seen(static_cast<std::size_t>(rows), 0);
+  for (std::int64_t s = 0; s < kSplits; ++s) {
+    for (std::int64_t b = 0; b < 3; ++b) {
+      for (std::int64_t i = 0; i < 4; ++i) {
+        for (std::int64_t h = 0; h < 12; ++h) {
+          const std::int64_t row = decode_part_row(a, s, b, i, h);
+          ASSERT_GE(row, 0);
+          ASSERT_LT(row, rows);
+          ++seen[static_cast<std::size_t>(row)];
+        }
+      }
+    }
+  }
+  for (int n : seen) EXPECT_EQ(n, 1);
+}
+
 }  // namespace
 }  // namespace flashattn::cuda
 

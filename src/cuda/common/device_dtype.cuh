@@ -50,6 +50,39 @@ __device__ __forceinline__ void store_vec_from_float(T* dst_gmem, const float* s
   *reinterpret_cast<uint4*>(dst_gmem) = raw;
 }
 
+// kVecElems<T> elements from 16-byte aligned global memory into 16-byte aligned shared memory as
+// floats, or zeros when !valid (src_gmem is then not read).
+template <typename T>
+__device__ __forceinline__ void copy_vec_as_float(const T* src_gmem, bool valid, float* dst_smem) {
+  float vals[kVecElems<T>];
+  if (valid) {
+    load_vec_as_float(src_gmem, vals);
+  } else {
+#pragma unroll
+    for (int i = 0; i < kVecElems<T>; ++i) vals[i] = 0.0f;
+  }
+#pragma unroll
+  for (int i = 0; i < kVecElems<T>; i += 4) {
+    *reinterpret_cast<float4*>(dst_smem + i) =
+        make_float4(vals[i], vals[i + 1], vals[i + 2], vals[i + 3]);
+  }
+}
+
+// Four floats as four consecutive T at 8- (16-bit T) or 16-byte (float) aligned memory.
+__device__ __forceinline__ void store4_from_float(float* dst, float4 v) {
+  *reinterpret_cast<float4*>(dst) = v;
+}
+__device__ __forceinline__ void store4_from_float(__nv_bfloat16* dst, float4 v) {
+  const __nv_bfloat162 lo = __floats2bfloat162_rn(v.x, v.y), hi = __floats2bfloat162_rn(v.z, v.w);
+  *reinterpret_cast<uint2*>(dst) = make_uint2(*reinterpret_cast<const unsigned*>(&lo),
+                                              *reinterpret_cast<const unsigned*>(&hi));
+}
+__device__ __forceinline__ void store4_from_float(__half* dst, float4 v) {
+  const __half2 lo = __floats2half2_rn(v.x, v.y), hi = __floats2half2_rn(v.z, v.w);
+  *reinterpret_cast<uint2*>(dst) = make_uint2(*reinterpret_cast<const unsigned*>(&lo),
+                                              *reinterpret_cast<const unsigned*>(&hi));
+}
+
 // Four consecutive elements from 8- (16-bit T) or 16-byte (float) aligned shared memory, as floats.
 __device__ __forceinline__ float4 load4_as_float(const float* src_smem) {
   return *reinterpret_cast<const float4*>(src_smem);

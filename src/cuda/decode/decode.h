@@ -31,8 +31,8 @@ struct DecodeBounds {
 };
 
 // How the keys are split and where the splits' partial results go (splits > 1): o_part float32
-// [splits][batch][seqlen_q][heads][head_dim], lse_part float32 [splits][batch][heads][seqlen_q],
-// both in the caller's workspace.
+// [splits][batch][seqlen_q][heads][head_dim], lse_part float32 [splits][batch][seqlen_q][heads]
+// (one row index for both: decode_part_row), in the caller's workspace.
 struct DecodeSplit {
   std::int64_t splits = 1;
   float* o_part = nullptr;
@@ -64,6 +64,13 @@ void decode_workspace_layout(const ForwardParams& p, void* workspace, DecodeSpli
 template <typename T, int kD>
 Status launch_decode(const KernelArgs& args, const DecodeNewTokens& new_tokens,
                      const DecodeSplit& split, cudaStream_t stream);
+
+// The row of split s's partial result for (sequence b, token i, head h): o_part holds it at
+// row * head_dim, lse_part at row.
+FA_HOST_DEVICE std::int64_t decode_part_row(const KernelArgs& a, std::int64_t s, std::int64_t b,
+                                            std::int64_t i, std::int64_t h) {
+  return ((s * a.batch + b) * a.seqlen_q + i) * a.heads + h;
+}
 
 // The element offset of key `key` of sequence b, head h, in a cache with strides `stride`; -1
 // when the block table sends it outside the cache (DecodeBounds).

@@ -35,6 +35,7 @@
 #include "cuda/attention/score_mod.cuh"
 #include "cuda/common/device_dtype.cuh"
 #include "cuda/decode/decode.h"
+#include "cuda/decode/decode_store.cuh"
 
 namespace flashattn::cuda {
 
@@ -98,20 +99,10 @@ __device__ __forceinline__ void decode_load_kv(const KernelArgs& args, const Dec
   constexpr int kVecsPerRow = kD / kVec;
   for (int e = threadIdx.x; e < Tr::kBlockN * kVecsPerRow; e += Tr::kThreads) {
     const int r = e / kVecsPerRow, c = (e % kVecsPerRow) * kVec;
-    float vals[kVec];
     const std::int64_t at =
         n0 + r < seqlen_k && c < args.head_dim ? decode_kv_offset(args, bounds, stride, b, n0 + r, h) : -1;
-    if (at >= 0) {
-      load_vec_as_float(static_cast<const T*>(base) + at + c, vals);
-    } else {
-#pragma unroll
-      for (int i = 0; i < kVec; ++i) vals[i] = 0.0f;
-    }
-#pragma unroll
-    for (int i = 0; i < kVec; i += 4) {
-      *reinterpret_cast<float4*>(dst_smem + r * Tr::kStride + c + i) =
-          make_float4(vals[i], vals[i + 1], vals[i + 2], vals[i + 3]);
-    }
+    const T* src = static_cast<const T*>(base);
+    copy_vec_as_float(at >= 0 ? src + at + c : src, at >= 0, dst_smem + r * Tr::kStride + c);
   }
 }
 
@@ -292,32 +283,8 @@ decode_attention_kernel(KernelArgs args, DecodeSplit split) {
     const std::int64_t row = r0 + r;
     if (row >= rows_total) continue;
     const std::int64_t i = row / group, h = hk * group + row % group;
-    const float sink = split.splits == 1 ? sink_raw(args, h) : -INFINITY;
-    const RowResult res = finalize_row(max_smem[r], sum_smem[r], sink, args.scale_log2);
-    const float4 v = make_float4(o[k].x * res.inv, o[k].y * res.inv, o[k].z * res.inv,
-                                 o[k].w * res.inv);
-    if (split.splits == 1) {
-      if (4 * cg < head_dim) {
-        T* dst = static_cast<T*>(args.o) + b * args.o_stride[0] + i * args.o_stride[1] +
-                 h * args.o_stride[2] + 4 * cg;
-        dst[0] = from_float<T>(v.x);
-        dst[1] = from_float<T>(v.y);
-        dst[2] = from_float<T>(v.z);
-        dst[3] = from_float<T>(v.w);
-      }
-      if (cg == 0 && args.lse != nullptr) {
-        args.lse[b * args.lse_stride[0] + h * args.lse_stride[1] + i * args.lse_stride[2]] =
-            res.lse;
-      }
-    } else {
-      const std::int64_t prow = ((s_idx * args.batch + b) * args.seqlen_q + i) * args.heads + h;
-      if (4 * cg < head_dim) {
-        *reinterpret_cast<float4*>(split.o_part + prow * args.head_dim + 4 * cg) = v;
-      }
-      if (cg == 0) {
-        split.lse_part[((s_idx * args.batch + b) * args.heads + h) * args.seqlen_q + i] = res.lse;
-      }
-    }
+    decode_finish_row<T>(args, split, s_idx, b, i, h, 4 * cg, max_smem[r], sum_smem[r], o[k],
+                         cg == 0);
   }
 }
 
@@ -359,9 +326,7 @@ decode_combine_kernel(KernelArgs args, DecodeSplit split) {
 #pragma unroll
   for (int k = 0; k < 2; ++k) {
     const int s = tid + k * kCombineThreads;
-    l[k] = s < splits
-               ? split.lse_part[((s * args.batch + b) * args.heads + h) * args.seqlen_q + i]
-               : -INFINITY;
+    l[k] = s < splits ? split.lse_part[decode_part_row(args, s, b, i, h)] : -INFINITY;
     m = fmaxf(m, l[k]);
   }
   const float sink = args.sinks != nullptr ? args.sinks[h] : -INFINITY;  // natural units
@@ -384,9 +349,9 @@ decode_combine_kernel(KernelArgs args, DecodeSplit split) {
   __syncthreads();
   T* dst = static_cast<T*>(args.o) + b * args.o_stride[0] + i * args.o_stride[1] +
            h * args.o_stride[2];
-  // o_part row (s, b, i, h) lies at ((s * batch + b) * seqlen_q + i) * heads + h.
+  // Split s's row lies split_rows rows after split s - 1's (decode_part_row).
   const std::int64_t split_rows = args.batch * args.seqlen_q * args.heads;
-  const float* o_row = split.o_part + ((b * args.seqlen_q + i) * args.heads + h) * args.head_dim;
+  const float* o_row = split.o_part + decode_part_row(args, 0, b, i, h) * args.head_dim;
   for (std::int64_t c = tid; c < args.head_dim; c += kCombineThreads) {
     float acc = 0.0f;
     int s = 0;

@@ -33,6 +33,7 @@
 #include "cuda/attention/score_mod.cuh"
 #include "cuda/common/device_dtype.cuh"
 #include "cuda/decode/decode.h"
+#include "cuda/decode/decode_store.cuh"
 #include "cuda/primitives/cp_async.cuh"
 #include "cuda/primitives/ldmatrix.cuh"
 #include "cuda/primitives/mma_sm80.cuh"
@@ -364,7 +365,6 @@ decode_mma_kernel(KernelArgs args, DecodeSplit split) {
   constexpr int kColGroups = kD / 4;
   constexpr int kRowStep = Tr::kThreads / kColGroups;
   const int cg = tid % kColGroups;
-  const int head_dim = static_cast<int>(args.head_dim);
 #pragma unroll
   for (int r = tid / kColGroups; r < kRows; r += kRowStep) {
     const PackedRow pr = packed_row(r0 + r, group, hk, rows_total);
@@ -390,32 +390,7 @@ decode_mma_kernel(KernelArgs args, DecodeSplit split) {
       acc.z = fmaf(wt, ow.z, acc.z);
       acc.w = fmaf(wt, ow.w, acc.w);
     }
-    const float sink = split.splits == 1 ? sink_raw(args, pr.h) : -INFINITY;
-    const RowResult res = finalize_row(m, l, sink, args.scale_log2);
-    const float4 v = make_float4(acc.x * res.inv, acc.y * res.inv, acc.z * res.inv,
-                                 acc.w * res.inv);
-    if (split.splits == 1) {
-      if (4 * cg < head_dim) {
-        T* dst = static_cast<T*>(args.o) + b * args.o_stride[0] + pr.i * args.o_stride[1] +
-                 pr.h * args.o_stride[2] + 4 * cg;
-        const std::uint32_t lo = ptx::pack2<T>(v.x, v.y), hi = ptx::pack2<T>(v.z, v.w);
-        *reinterpret_cast<uint2*>(dst) = make_uint2(lo, hi);
-      }
-      if (cg == 0 && args.lse != nullptr) {
-        args.lse[b * args.lse_stride[0] + pr.h * args.lse_stride[1] + pr.i * args.lse_stride[2]] =
-            res.lse;
-      }
-    } else {
-      const std::int64_t prow =
-          ((s_idx * args.batch + b) * args.seqlen_q + pr.i) * args.heads + pr.h;
-      if (4 * cg < head_dim) {
-        *reinterpret_cast<float4*>(split.o_part + prow * args.head_dim + 4 * cg) = v;
-      }
-      if (cg == 0) {
-        split.lse_part[((s_idx * args.batch + b) * args.heads + pr.h) * args.seqlen_q + pr.i] =
-            res.lse;
-      }
-    }
+    decode_finish_row<T>(args, split, s_idx, b, pr.i, pr.h, 4 * cg, m, l, acc, cg == 0);
   }
 }
 

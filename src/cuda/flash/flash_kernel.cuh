@@ -99,18 +99,7 @@ __device__ __forceinline__ void load_tile(const T* src_gmem, std::int64_t row_st
           inside ? __ldg(reinterpret_cast<const uint4*>(src_gmem + (row0 + r) * row_stride + c))
                  : make_uint4(0, 0, 0, 0);
     } else {
-      float vals[kVec];
-      if (inside) {
-        load_vec_as_float(src_gmem + (row0 + r) * row_stride + c, vals);
-      } else {
-#pragma unroll
-        for (int i = 0; i < kVec; ++i) vals[i] = 0.0f;
-      }
-#pragma unroll
-      for (int i = 0; i < kVec; i += 4) {
-        *reinterpret_cast<float4*>(dst + i) =
-            make_float4(vals[i], vals[i + 1], vals[i + 2], vals[i + 3]);
-      }
+      copy_vec_as_float(inside ? src_gmem + (row0 + r) * row_stride + c : src_gmem, inside, dst);
     }
   }
 }
