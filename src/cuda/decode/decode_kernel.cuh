@@ -35,7 +35,7 @@
 #include "cuda/attention/score_mod.cuh"
 #include "cuda/common/device_dtype.cuh"
 #include "cuda/decode/decode.h"
-#include "cuda/decode/decode_store.cuh"
+#include "cuda/decode/decode_block.cuh"
 
 namespace flashattn::cuda {
 
@@ -124,28 +124,12 @@ decode_attention_kernel(KernelArgs args, DecodeSplit split) {
   float* alpha_smem = sum_smem + kRows;                // [kRows] this tile's rescale
 
   const int tid = static_cast<int>(threadIdx.x), lane = tid % 32, warp = tid / 32;
-  const std::int64_t group = args.heads / args.kv_heads;
-  const std::int64_t rows_total = args.seqlen_q * group;
-  const std::int64_t chunks = (rows_total + kRows - 1) / kRows;
-  const std::int64_t s_idx = blockIdx.x % split.splits;
-  const std::int64_t chunk = (blockIdx.x / split.splits) % chunks;
-  const std::int64_t hk = blockIdx.x / split.splits / chunks;
-  const std::int64_t b = blockIdx.y;
-  const std::int64_t r0 = chunk * kRows;
+  const DecodeBlock blk = DecodeBlock::make<kRows, kBlockN>(args, split);
+  const std::int64_t group = blk.group, rows_total = blk.rows_total, hk = blk.hk, b = blk.b;
+  const std::int64_t r0 = blk.r0;
+  const SeqInfo& seq = blk.seq;
+  const MaskRule& rule = blk.rule;
   const int head_dim = static_cast<int>(args.head_dim);
-
-  SeqInfo seq = args.seq(b);
-  seq.seqlen_k = max(std::int64_t{0}, min(seq.seqlen_k, split.bounds.capacity));
-  const MaskRule rule = args.mask(seq);
-  // The chunk's tokens [i_first, i_last] and the key tiles they see, split s's share of them.
-  const std::int64_t i_first = r0 / group;
-  const std::int64_t i_last = (min(rows_total, r0 + kRows) - 1) / group;
-  std::int64_t t_first = 0, t_end = 0;
-  rule.tile_range(i_first, i_last - i_first + 1, kBlockN, &t_first, &t_end);
-  const std::int64_t tiles = max(std::int64_t{0}, t_end - t_first);
-  const std::int64_t per_split = (tiles + split.splits - 1) / split.splits;
-  const std::int64_t n_begin = t_first + min(tiles, s_idx * per_split);
-  const std::int64_t n_stop = t_first + min(tiles, (s_idx + 1) * per_split);
 
   // Q rows of the chunk (zeros past the last row), the rows' state.
   for (int e = tid; e < kRows * (kD / 4); e += Tr::kThreads) {
@@ -171,7 +155,7 @@ decode_attention_kernel(KernelArgs args, DecodeSplit split) {
 #pragma unroll
   for (int k = 0; k < Tr::kRowsPerThreadO; ++k) o[k] = make_float4(0.f, 0.f, 0.f, 0.f);
 
-  for (std::int64_t n_block = n_begin; n_block < n_stop; ++n_block) {
+  for (std::int64_t n_block = blk.n_begin; n_block < blk.n_stop; ++n_block) {
     const std::int64_t n0 = n_block * kBlockN;
     __syncthreads();  // the previous tile's readers of K, V and P are done (and Q is written)
     decode_load_kv<T, kD>(args, split.bounds, args.k, args.k_stride, b, hk, n0, seq.seqlen_k,
@@ -283,7 +267,7 @@ decode_attention_kernel(KernelArgs args, DecodeSplit split) {
     const std::int64_t row = r0 + r;
     if (row >= rows_total) continue;
     const std::int64_t i = row / group, h = hk * group + row % group;
-    decode_finish_row<T>(args, split, s_idx, b, i, h, 4 * cg, max_smem[r], sum_smem[r], o[k],
+    decode_finish_row<T>(args, split, blk.s_idx, b, i, h, 4 * cg, max_smem[r], sum_smem[r], o[k],
                          cg == 0);
   }
 }

@@ -33,7 +33,7 @@
 #include "cuda/attention/score_mod.cuh"
 #include "cuda/common/device_dtype.cuh"
 #include "cuda/decode/decode.h"
-#include "cuda/decode/decode_store.cuh"
+#include "cuda/decode/decode_block.cuh"
 #include "cuda/primitives/cp_async.cuh"
 #include "cuda/primitives/ldmatrix.cuh"
 #include "cuda/primitives/mma_sm80.cuh"
@@ -185,31 +185,15 @@ decode_mma_kernel(KernelArgs args, DecodeSplit split) {
 
   const int tid = static_cast<int>(threadIdx.x), lane = tid % 32, warp = tid / 32;
   const int g = lane / 4, t = lane % 4;
-  const std::int64_t group = args.heads / args.kv_heads;
-  const std::int64_t rows_total = args.seqlen_q * group;
-  const std::int64_t chunks = (rows_total + kRows - 1) / kRows;
-  const std::int64_t s_idx = blockIdx.x % split.splits;
-  const std::int64_t chunk = (blockIdx.x / split.splits) % chunks;
-  const std::int64_t hk = blockIdx.x / split.splits / chunks;
-  const std::int64_t b = blockIdx.y;
-  const std::int64_t r0 = chunk * kRows;
-
-  SeqInfo seq = args.seq(b);
-  seq.seqlen_k = max(std::int64_t{0}, min(seq.seqlen_k, split.bounds.capacity));
-  const MaskRule rule = args.mask(seq);
-  // The chunk's tokens [i_first, i_last], the key tiles they see, split s's share of them.
-  const std::int64_t i_first = r0 / group;
-  const std::int64_t i_last = (min(rows_total, r0 + kRows) - 1) / group;
-  const std::int64_t i_count = i_last - i_first + 1;
-  std::int64_t t_first = 0, t_end = 0;
-  rule.tile_range(i_first, i_count, kBlockN, &t_first, &t_end);
-  const std::int64_t tiles = max(std::int64_t{0}, t_end - t_first);
-  const std::int64_t per_split = (tiles + split.splits - 1) / split.splits;
-  const std::int64_t n_begin = t_first + min(tiles, s_idx * per_split);
-  const int count = static_cast<int>(t_first + min(tiles, (s_idx + 1) * per_split) - n_begin);
+  const DecodeBlock blk = DecodeBlock::make<kRows, kBlockN>(args, split);
+  const std::int64_t group = blk.group, rows_total = blk.rows_total, hk = blk.hk, b = blk.b;
+  const std::int64_t r0 = blk.r0, n_begin = blk.n_begin;
+  const SeqInfo& seq = blk.seq;
+  const MaskRule& rule = blk.rule;
+  const int count = static_cast<int>(blk.n_stop - n_begin);
   // Tiles every row of the chunk sees whole (no mask needed: MaskRule::interior_tiles).
   std::int64_t interior_first = 0, interior_end = 0;
-  rule.interior_tiles(i_first, i_count, kBlockN, &interior_first, &interior_end);
+  rule.interior_tiles(blk.i_first, blk.i_count, kBlockN, &interior_first, &interior_end);
 
   // Q's rows (zeros past the last row and past head_dim): commit group 0.
   {
@@ -390,7 +374,7 @@ decode_mma_kernel(KernelArgs args, DecodeSplit split) {
       acc.z = fmaf(wt, ow.z, acc.z);
       acc.w = fmaf(wt, ow.w, acc.w);
     }
-    decode_finish_row<T>(args, split, s_idx, b, pr.i, pr.h, 4 * cg, m, l, acc, cg == 0);
+    decode_finish_row<T>(args, split, blk.s_idx, b, pr.i, pr.h, 4 * cg, m, l, acc, cg == 0);
   }
 }
 

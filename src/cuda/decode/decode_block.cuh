@@ -1,0 +1,86 @@
+// What a flash-decode attention block works on and where its finished rows go, for both kernels
+// (decode_kernel.cuh on CUDA cores, decode_mma_kernel.cuh on tensor cores).
+#pragma once
+
+#include <cstdint>
+
+#include "common/attention_args.h"
+#include "common/mask_rule.h"
+#include "cuda/attention/online_softmax.cuh"
+#include "cuda/attention/score_mod.cuh"
+#include "cuda/common/device_dtype.cuh"
+#include "cuda/decode/decode.h"
+
+namespace flashattn::cuda {
+
+// Block (split s, row chunk c, kv head hk; batch entry b) of the grid (launch_decode): its kRows
+// packed rows (row r of the chunk is token (r0 + r) / group, head hk * group + (r0 + r) % group),
+// the sequence (its keys clamped to the cache's capacity, DecodeBounds), and split s's equal share
+// [n_begin, n_stop) of the key tiles the chunk's tokens see (MaskRule::tile_range).
+struct DecodeBlock {
+  std::int64_t group, rows_total;  // heads / kv_heads; seqlen_q * group
+  std::int64_t s_idx, hk, b, r0;
+  SeqInfo seq;
+  MaskRule rule;
+  std::int64_t i_first, i_count;  // the chunk's tokens
+  std::int64_t n_begin, n_stop;   // key tiles of kBlockN keys
+
+  template <int kRows, int kBlockN>
+  __device__ __forceinline__ static DecodeBlock make(const KernelArgs& a, const DecodeSplit& split) {
+    DecodeBlock k;
+    k.group = a.heads / a.kv_heads;
+    k.rows_total = a.seqlen_q * k.group;
+    const std::int64_t chunks = (k.rows_total + kRows - 1) / kRows;
+    k.s_idx = blockIdx.x % split.splits;
+    k.r0 = (blockIdx.x / split.splits) % chunks * kRows;
+    k.hk = blockIdx.x / split.splits / chunks;
+    k.b = blockIdx.y;
+    k.seq = a.seq(k.b);
+    k.seq.seqlen_k = max(std::int64_t{0}, min(k.seq.seqlen_k, split.bounds.capacity));
+    k.rule = a.mask(k.seq);
+    k.i_first = k.r0 / k.group;
+    k.i_count = (min(k.rows_total, k.r0 + kRows) - 1) / k.group - k.i_first + 1;
+    std::int64_t t_first = 0, t_end = 0;
+    k.rule.tile_range(k.i_first, k.i_count, kBlockN, &t_first, &t_end);
+    const std::int64_t tiles = max(std::int64_t{0}, t_end - t_first);
+    const std::int64_t per_split = (tiles + split.splits - 1) / split.splits;
+    k.n_begin = t_first + min(tiles, k.s_idx * per_split);
+    k.n_stop = t_first + min(tiles, (k.s_idx + 1) * per_split);
+    return k;
+  }
+};
+
+// A finished row, from its state relative to its running max: with one split, O / l in T to out
+// and the LSE (the sink joined) to lse; with more, the split's float32 partial O (normalized over
+// its keys) and LSE (no sink: decode_combine_kernel adds it once) to the workspace (decode.h,
+// DecodeSplit). Row (b, i, h) of split s_idx: running max `row_max` (raw units), denominator `row_sum`, the
+// thread's four O columns [c, c + 4) in `acc` (unnormalized); `lse_writer` marks the one thread
+// of the row that writes its LSE. Columns at or past head_dim are not written.
+template <typename T>
+__device__ __forceinline__ void decode_finish_row(const KernelArgs& a, const DecodeSplit& split,
+                                                  std::int64_t s_idx, std::int64_t b,
+                                                  std::int64_t i, std::int64_t h, int c,
+                                                  float row_max, float row_sum, float4 acc,
+                                                  bool lse_writer) {
+  const bool whole = split.splits == 1;
+  const RowResult res =
+      finalize_row(row_max, row_sum, whole ? sink_raw(a, h) : -INFINITY, a.scale_log2);
+  const float4 v = make_float4(acc.x * res.inv, acc.y * res.inv, acc.z * res.inv,
+                               acc.w * res.inv);
+  if (whole) {
+    if (c < a.head_dim) {
+      store4_from_float(static_cast<T*>(a.o) + b * a.o_stride[0] + i * a.o_stride[1] +
+                            h * a.o_stride[2] + c,
+                        v);
+    }
+    if (lse_writer && a.lse != nullptr) {
+      a.lse[b * a.lse_stride[0] + h * a.lse_stride[1] + i * a.lse_stride[2]] = res.lse;
+    }
+    return;
+  }
+  const std::int64_t row = decode_part_row(a, s_idx, b, i, h);
+  if (c < a.head_dim) *reinterpret_cast<float4*>(split.o_part + row * a.head_dim + c) = v;
+  if (lse_writer) split.lse_part[row] = res.lse;
+}
+
+}  // namespace flashattn::cuda
