@@ -54,11 +54,16 @@ struct AttentionArgs {
   std::int64_t block_table_stride, page_size;
 
   // Element offset of key j of sequence b (row k_row0 + j of k/v), head h, d = 0: dense, packed
-  // or through the block table.
+  // or through the block table. num_pages >= 0 bounds the pages: -1 for a page outside
+  // [0, num_pages) (the GPU's flash-decode, which cannot check block_table on the host, reads
+  // such keys as zeros and never writes them); -1 (the default) trusts the table (validate()
+  // checked it on the host).
   FA_HOST_DEVICE std::int64_t kv_offset(const std::int64_t* stride, std::int64_t b,
-                                        std::int64_t key, std::int64_t h) const {
+                                        std::int64_t key, std::int64_t h,
+                                        std::int64_t num_pages = -1) const {
     if (block_table != nullptr) {
       const std::int64_t page = block_table[b * block_table_stride + key / page_size];
+      if (num_pages >= 0 && (page < 0 || page >= num_pages)) return -1;
       return page * stride[0] + (key % page_size) * stride[1] + h * stride[2];
     }
     return b * stride[0] + key * stride[1] + h * stride[2];

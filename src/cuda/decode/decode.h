@@ -72,19 +72,6 @@ FA_HOST_DEVICE std::int64_t decode_part_row(const KernelArgs& a, std::int64_t s,
   return ((s * a.batch + b) * a.seqlen_q + i) * a.heads + h;
 }
 
-// The element offset of key `key` of sequence b, head h, in a cache with strides `stride`; -1
-// when the block table sends it outside the cache (DecodeBounds).
-FA_HOST_DEVICE std::int64_t decode_kv_offset(const KernelArgs& a, const DecodeBounds& bd,
-                                             const std::int64_t* stride, std::int64_t b,
-                                             std::int64_t key, std::int64_t h) {
-  if (a.block_table != nullptr) {
-    const std::int64_t page = a.block_table[b * a.block_table_stride + key / a.page_size];
-    if (page < 0 || page >= bd.num_pages) return -1;
-    return page * stride[0] + (key % a.page_size) * stride[1] + h * stride[2];
-  }
-  return b * stride[0] + key * stride[1] + h * stride[2];
-}
-
 // Ok when this GPU has a kernel image for the decode kernels.
 Status decode_kernels_available();
 

@@ -70,8 +70,8 @@ __global__ void decode_append_kernel(KernelArgs args, DecodeNewTokens nt, Decode
   const std::int64_t b = blockIdx.y;
   const std::int64_t key = static_cast<std::int64_t>(args.cache_seqlens[b]) + t;
   if (key < 0 || key >= bounds.capacity) return;  // a cache_seqlens past the cache: not written
-  const std::int64_t k_at = decode_kv_offset(args, bounds, args.k_stride, b, key, h);
-  const std::int64_t v_at = decode_kv_offset(args, bounds, args.v_stride, b, key, h);
+  const std::int64_t k_at = args.kv_offset(args.k_stride, b, key, h, bounds.num_pages);
+  const std::int64_t v_at = args.kv_offset(args.v_stride, b, key, h, bounds.num_pages);
   if (k_at < 0 || v_at < 0) return;  // a page outside the cache
   const T* k_src = static_cast<const T*>(nt.k) + b * nt.k_stride[0] + t * nt.k_stride[1] +
                    h * nt.k_stride[2];
@@ -100,7 +100,8 @@ __device__ __forceinline__ void decode_load_kv(const KernelArgs& args, const Dec
   for (int e = threadIdx.x; e < Tr::kBlockN * kVecsPerRow; e += Tr::kThreads) {
     const int r = e / kVecsPerRow, c = (e % kVecsPerRow) * kVec;
     const std::int64_t at =
-        n0 + r < seqlen_k && c < args.head_dim ? decode_kv_offset(args, bounds, stride, b, n0 + r, h) : -1;
+        n0 + r < seqlen_k && c < args.head_dim ? args.kv_offset(stride, b, n0 + r, h, bounds.num_pages)
+                                               : -1;
     const T* src = static_cast<const T*>(base);
     copy_vec_as_float(at >= 0 ? src + at + c : src, at >= 0, dst_smem + r * Tr::kStride + c);
   }

@@ -88,7 +88,7 @@ __device__ __forceinline__ PackedRow packed_row(std::int64_t row, std::int64_t g
 
 // Where the K and V rows of one (sequence, kv head) lie, set up once per block so that a key
 // tile's addresses cost a few integer instructions per 16 keys: the first version called
-// decode_kv_offset per row and copy (a 64-bit division by page_size each when paged), ~890
+// AttentionArgs::kv_offset per row and copy (a 64-bit division by page_size each when paged), ~890
 // instructions per warp and tile, which held the kernel at 3.3 TB/s contiguous and 1.3 TB/s
 // paged (ncu, batch 64 x 8k).
 //
