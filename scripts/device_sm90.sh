@@ -6,7 +6,8 @@
 # STAGES: comma-separated from build,smoke,test,alltest,tune,sanitize,decode,bench (default
 # build,smoke,test). test runs the ctest names matching TEST_FILTER (default the sm90 ones);
 # tune runs tools/tune_sm90 (TUNE_SEQLENS, default 4096 16384); decode runs flash-decode's tests
-# under compute-sanitizer and the decode benchmark (DECODE_ARGS, after a pip install).
+# under compute-sanitizer and the decode benchmark (scripts/device_python.sh install,decode with
+# DECODE_ARGS).
 # Logs go to $OUT (or ./device-out). Prepare the carried GoogleTest first: scripts/prepare_device.sh.
 set -uo pipefail
 stages=${1:-build,smoke,test}
@@ -105,13 +106,9 @@ if has decode; then
     [ $rc -eq 0 ] || note "decode sanitizer FAILED: $tool rc=$rc"
   done
   note "decode sanitizer: $(grep -c 'rc=0$' "$out/decode-sanitizer.log") of 3 clean in $(( $(date +%s) - start )) s"
-  start=$(date +%s)
-  python3 -m pip install -q --no-build-isolation --no-deps . > "$out/pip.log" 2>&1 ||
-    { note "pip install failed"; tail -20 "$out/pip.log"; }
-  (cd /tmp && timeout 400 python3 -m flashattn.bench --decode ${DECODE_ARGS:-} \
-    --json "$out/decode.json") > "$out/decode.txt" 2> "$out/decode.err"
-  note "decode bench: rc=$? in $(( $(date +%s) - start )) s"
-  cat "$out/decode.txt"; tail -5 "$out/decode.err"
+  # The benchmark itself: device_python.sh's install and decode stages, into the same $OUT.
+  # shellcheck disable=SC2086
+  OUT="$out" bash scripts/device_python.sh install,decode ${DECODE_ARGS:-}
 fi
 
 if has bench; then
