@@ -5,7 +5,7 @@
 # each cell on fresh inputs with the L2 flushed. Needs build-device/ from scripts/device_run.sh
 # build (run it in the same call). Output: $OUT/ab.txt (each run's table) and $OUT/ab-summary.txt
 # (per cell: the median over rounds of each version's TFLOP/s and their ratio).
-#   [AB_BACKEND=flash-sm90] [AB_HEAD_DIMS="64 128"] bash scripts/device_ab.sh [ROUNDS]
+#   [AB_BACKEND=flash-sm90] [AB_HEAD_DIMS="64 128"] [AB_SEQLENS="1024 16384": batch 16384/seqlen] bash scripts/device_ab.sh [ROUNDS]
 set -uo pipefail
 rounds=${1:-3}
 out=${OUT:-$PWD/device-out}
@@ -23,13 +23,16 @@ for r in $(seq "$rounds"); do
   for v in base new; do
     bin=build-device/tools/flashattn/flashattn
     [ $v = base ] && bin=build-base/tools/flashattn/flashattn
+    for s in ${AB_SEQLENS:-16384}; do
     for d in ${AB_HEAD_DIMS:-64 128 256}; do
       for causal in "" "--causal"; do
         h=$((2048 / d))
-        "$bin" bench --device cuda --backends "${AB_BACKEND:-flash-sm80}" --head-dim $d --heads $h --batch 1 \
-          --seqlens 16384 $causal --csv "$csv/ab-$v-$r-$d${causal:+-c}.csv" > /dev/null 2>&1
-        echo "$v round=$r d=$d ${causal:-full} $(tail -1 "$csv/ab-$v-$r-$d${causal:+-c}.csv")" >> "$out/ab.txt"
+        cell="$d${causal:+c}s$s"
+        "$bin" bench --device cuda --backends "${AB_BACKEND:-flash-sm80}" --head-dim $d --heads $h \
+          --batch $((16384 / s)) --seqlens $s $causal --csv "$csv/ab-$v-$r-$cell.csv" > /dev/null 2>&1
+        echo "$v round=$r d=$d s=$s ${causal:-full} $(tail -1 "$csv/ab-$v-$r-$cell.csv")" >> "$out/ab.txt"
       done
+    done
     done
   done
 done

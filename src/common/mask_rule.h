@@ -21,61 +21,67 @@
 
 namespace flashattn {
 
-struct KeyRange {
-  std::int64_t begin = 0, end = 0;  // [begin, end); empty when begin >= end
+// Int is std::int64_t everywhere (MaskRule, KeyRange) but where registers are scarce: the
+// flash-sm90 producer, at 24 registers after setmaxnreg, spilled computing a varlen tile's
+// range in 64 bits and does it in 32 (MaskRule32; lengths below 2^31, which every launch has).
+template <typename Int>
+struct BasicKeyRange {
+  Int begin = 0, end = 0;  // [begin, end); empty when begin >= end
   FA_HOST_DEVICE bool empty() const { return begin >= end; }
 };
 
-struct MaskRule {
-  std::int64_t seqlen_q = 0, seqlen_k = 0;
+template <typename Int>
+struct BasicMaskRule {
+  Int seqlen_q = 0, seqlen_k = 0;
   // -1: unbounded on that side; else below seqlen_k (left) and seqlen_q (right), as make() sets.
-  std::int64_t left = -1, right = -1;
+  Int left = -1, right = -1;
 
   // The rule of one sequence; causal forces right = 0 (FlashAttention: causal means the window's
   // right edge is the diagonal; a given left still applies). A side at least as wide as the
   // sequence (left >= seqlen_k, right >= seqlen_q) masks nothing and becomes -1: validate()
   // accepts any window up to INT64_MAX, and i + diag - left or i + diag + right + 1 would
   // overflow there (window_right = INT64_MAX wrapped around and hid every key).
-  FA_HOST_DEVICE static MaskRule make(std::int64_t seqlen_q, std::int64_t seqlen_k,
-                                      std::int64_t left, std::int64_t right, bool causal) {
+  // The clamps are made in 64 bits (a window may be INT64_MAX), then narrowed to Int.
+  FA_HOST_DEVICE static BasicMaskRule make(std::int64_t seqlen_q, std::int64_t seqlen_k,
+                                           std::int64_t left, std::int64_t right, bool causal) {
     if (causal) right = 0;
-    MaskRule r;
-    r.seqlen_q = seqlen_q;
-    r.seqlen_k = seqlen_k;
-    r.left = left >= seqlen_k ? -1 : left;
-    r.right = right >= seqlen_q ? -1 : right;
+    BasicMaskRule r;
+    r.seqlen_q = static_cast<Int>(seqlen_q);
+    r.seqlen_k = static_cast<Int>(seqlen_k);
+    r.left = static_cast<Int>(left >= seqlen_k ? -1 : left);
+    r.right = static_cast<Int>(right >= seqlen_q ? -1 : right);
     return r;
   }
 
-  FA_HOST_DEVICE std::int64_t diag() const { return seqlen_k - seqlen_q; }
+  FA_HOST_DEVICE Int diag() const { return seqlen_k - seqlen_q; }
   // Whether any key can be masked for some row (false: every row sees every key).
   FA_HOST_DEVICE bool bounded() const { return left >= 0 || right >= 0; }
 
   // Keys row i sees, clamped to [0, seqlen_k].
-  FA_HOST_DEVICE KeyRange row_range(std::int64_t i) const {
-    KeyRange r{0, seqlen_k};
+  FA_HOST_DEVICE BasicKeyRange<Int> row_range(Int i) const {
+    BasicKeyRange<Int> r{0, seqlen_k};
     if (left >= 0) r.begin = clamp(i + diag() - left, 0, seqlen_k);
     if (right >= 0) r.end = clamp(i + diag() + right + 1, 0, seqlen_k);
     return r;
   }
 
-  FA_HOST_DEVICE bool visible(std::int64_t i, std::int64_t j) const {
-    const KeyRange r = row_range(i);
+  FA_HOST_DEVICE bool visible(Int i, Int j) const {
+    const BasicKeyRange<Int> r = row_range(i);
     return j >= r.begin && j < r.end;
   }
 
   // Keys any row of [m0, m0 + rows) sees (rows past seqlen_q are ignored): the first row's begin
   // to the last row's end. Empty when the block sees nothing.
-  FA_HOST_DEVICE KeyRange block_range(std::int64_t m0, std::int64_t rows) const {
-    const std::int64_t last = (m0 + rows < seqlen_q ? m0 + rows : seqlen_q) - 1;
-    if (last < m0) return KeyRange{0, 0};
-    return KeyRange{row_range(m0).begin, row_range(last).end};
+  FA_HOST_DEVICE BasicKeyRange<Int> block_range(Int m0, Int rows) const {
+    const Int last = (m0 + rows < seqlen_q ? m0 + rows : seqlen_q) - 1;
+    if (last < m0) return BasicKeyRange<Int>{0, 0};
+    return BasicKeyRange<Int>{row_range(m0).begin, row_range(last).end};
   }
 
   // Key tiles [first, end) of width block_n meeting block_range (first >= end: none).
-  FA_HOST_DEVICE void tile_range(std::int64_t m0, std::int64_t rows, std::int64_t block_n,
-                                 std::int64_t* first, std::int64_t* end) const {
-    const KeyRange r = block_range(m0, rows);
+  FA_HOST_DEVICE void tile_range(Int m0, Int rows, Int block_n,
+                                 Int* first, Int* end) const {
+    const BasicKeyRange<Int> r = block_range(m0, rows);
     if (r.empty()) {
       *first = *end = 0;
       return;
@@ -88,9 +94,9 @@ struct MaskRule {
   // row sees every key of them, none is past seqlen_k); within tile_range, the tiles outside it
   // are the ones tile_needs_mask names. A kernel computes it once per block, so its key loop
   // tests one int per tile. end >= first.
-  FA_HOST_DEVICE void interior_tiles(std::int64_t m0, std::int64_t rows, std::int64_t block_n,
-                                     std::int64_t* first, std::int64_t* end) const {
-    const std::int64_t last = (m0 + rows < seqlen_q ? m0 + rows : seqlen_q) - 1;
+  FA_HOST_DEVICE void interior_tiles(Int m0, Int rows, Int block_n,
+                                     Int* first, Int* end) const {
+    const Int last = (m0 + rows < seqlen_q ? m0 + rows : seqlen_q) - 1;
     if (last < m0) {
       *first = *end = 0;
       return;
@@ -104,10 +110,10 @@ struct MaskRule {
 
   // Whether the tile [n0, n0 + cols) needs a per-element mask for rows [m0, m0 + rows): false
   // when every (in-range) row sees every key of it. Keys past seqlen_k always need masking.
-  FA_HOST_DEVICE bool tile_needs_mask(std::int64_t m0, std::int64_t rows, std::int64_t n0,
-                                      std::int64_t cols) const {
+  FA_HOST_DEVICE bool tile_needs_mask(Int m0, Int rows, Int n0,
+                                      Int cols) const {
     if (n0 + cols > seqlen_k) return true;
-    const std::int64_t last = (m0 + rows < seqlen_q ? m0 + rows : seqlen_q) - 1;
+    const Int last = (m0 + rows < seqlen_q ? m0 + rows : seqlen_q) - 1;
     if (last < m0) return false;
     // Every row's range contains the tile iff the last row starts at or before n0 and the
     // first row ends at or after n0 + cols (begin and end grow with the row).
@@ -115,9 +121,13 @@ struct MaskRule {
   }
 
  private:
-  FA_HOST_DEVICE static std::int64_t clamp(std::int64_t x, std::int64_t lo, std::int64_t hi) {
+  FA_HOST_DEVICE static Int clamp(Int x, Int lo, Int hi) {
     return x < lo ? lo : (x > hi ? hi : x);
   }
 };
+
+using KeyRange = BasicKeyRange<std::int64_t>;
+using MaskRule = BasicMaskRule<std::int64_t>;
+using MaskRule32 = BasicMaskRule<int>;
 
 }  // namespace flashattn

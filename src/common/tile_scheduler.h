@@ -31,6 +31,14 @@ struct TileScheduler {
     const std::int64_t bh = t / m_blocks;
     return TileCoord{bh / heads, bh % heads, m_blocks - 1 - t % m_blocks};
   }
+  // The same in 32-bit arithmetic, for a launch whose tiles() fits an int (a grid's does): the
+  // persistent flash-sm90 producer decodes a tile per work tile with 24 registers, and the
+  // 64-bit divisions spilled there.
+  FA_HOST_DEVICE TileCoord tile32(int t) const {
+    const int mb = static_cast<int>(m_blocks), h = static_cast<int>(heads);
+    const int bh = t / mb;
+    return TileCoord{bh / h, bh % h, mb - 1 - t % mb};
+  }
 };
 
 }  // namespace flashattn

@@ -25,10 +25,10 @@ using Fragment = float[kMTiles][kNTiles][4];
 
 // Softcap and ALiBi on one key tile starting at key n0. ALiBi's distance i + diag - j is
 // formed per row as one float, (row + diag - n0 - 2t), and per column as a constant.
-template <int kMTiles, int kNTiles>
+template <int kMTiles, int kNTiles, typename Int>
 __device__ __forceinline__ void score_mod_fragment(Fragment<kMTiles, kNTiles>& s,
-                                                   const ScoreMod& mod, std::int64_t row0,
-                                                   std::int64_t diag, std::int64_t n0, int t) {
+                                                   const ScoreMod& mod, Int row0, Int diag,
+                                                   Int n0, int t) {
   if (mod.softcap()) {
 #pragma unroll
     for (int mt = 0; mt < kMTiles; ++mt) {
@@ -64,14 +64,14 @@ __device__ __forceinline__ void score_mod_fragment(Fragment<kMTiles, kNTiles>& s
 // visible columns of the tile are [lo, hi); the columns are then compared as small ints (64-bit
 // index math per element cost registers at the hottest point).
 // One fragment row (m-tile mt, half hh) whose query index is `row` (MaskRule's i).
-template <int kMTiles, int kNTiles>
+// Rule: MaskRule, or MaskRule32 where a kernel's registers are scarce (its rows and keys as int).
+template <int kMTiles, int kNTiles, class Rule, typename Int>
 __device__ __forceinline__ void mask_fragment_row(Fragment<kMTiles, kNTiles>& s, int mt, int hh,
-                                                  const MaskRule& rule, std::int64_t row,
-                                                  std::int64_t n0, int t) {
-  constexpr std::int64_t kCols = 8 * kNTiles;
-  const KeyRange r = rule.row_range(row);
-  const int lo = static_cast<int>(max(std::int64_t{0}, min(r.begin - n0, kCols))) - 2 * t;
-  const int hi = static_cast<int>(max(std::int64_t{0}, min(r.end - n0, kCols))) - 2 * t;
+                                                  const Rule& rule, Int row, Int n0, int t) {
+  constexpr Int kCols = 8 * kNTiles;
+  const auto r = rule.row_range(row);
+  const int lo = static_cast<int>(max(Int{0}, min(r.begin - n0, kCols))) - 2 * t;
+  const int hi = static_cast<int>(max(Int{0}, min(r.end - n0, kCols))) - 2 * t;
 #pragma unroll
   for (int nt = 0; nt < kNTiles; ++nt) {
 #pragma unroll
@@ -83,14 +83,15 @@ __device__ __forceinline__ void mask_fragment_row(Fragment<kMTiles, kNTiles>& s,
 }
 
 // Rows of consecutive query indices: fragment row (mt, hh) is query row0 + 16 mt + 8 hh.
-template <int kMTiles, int kNTiles>
-__device__ __forceinline__ void mask_fragment(Fragment<kMTiles, kNTiles>& s, const MaskRule& rule,
-                                              std::int64_t row0, std::int64_t n0, int t) {
+template <int kMTiles, int kNTiles, class Rule, typename Int>
+__device__ __forceinline__ void mask_fragment(Fragment<kMTiles, kNTiles>& s, const Rule& rule,
+                                              Int row0, Int n0, int t) {
 #pragma unroll
   for (int mt = 0; mt < kMTiles; ++mt) {
 #pragma unroll
     for (int hh = 0; hh < 2; ++hh) {
-      mask_fragment_row<kMTiles, kNTiles>(s, mt, hh, rule, row0 + 16 * mt + 8 * hh, n0, t);
+      mask_fragment_row<kMTiles, kNTiles>(s, mt, hh, rule, static_cast<Int>(row0 + 16 * mt + 8 * hh),
+                                          n0, t);
     }
   }
 }

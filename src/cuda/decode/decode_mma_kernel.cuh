@@ -304,7 +304,8 @@ decode_mma_kernel(KernelArgs args, DecodeSplit split) {
     if (n_begin + j < interior_first || n_begin + j >= interior_end) {
 #pragma unroll
       for (int hh = 0; hh < 2; ++hh) {
-        mask_fragment_row<1, 2>(s, 0, hh, rule, rows[hh].i, n0_warp, t);
+        mask_fragment_row<1, 2>(s, 0, hh, rule, static_cast<std::int64_t>(rows[hh].i), n0_warp,
+                                t);
       }
     }
 

@@ -1,18 +1,21 @@
 // Tile shapes of the Hopper flash kernel (wgmma + TMA, sm_90a), and the one chosen per head dim.
 // Plain constexpr arithmetic: the host code (backend, tensor maps) includes it too.
 //
-// A block owns kBlockM = 128 query rows of one (batch, head) and streams kBlockN-key tiles of K
-// and V through a kStages-deep ring in shared memory. Warp roles (FlashAttention-3's layout):
-//   warpgroup 0      producer: one elected lane of warp 0 issues every TMA copy (Q once, then
-//                    K and V per key tile); the warpgroup gives its registers back (setmaxnreg)
+// A block owns kBlockM = 128 query rows of one (batch, head) at a time (a persistent block
+// takes several such work tiles in turn) and streams kBlockN-key tiles of K and V through a
+// kStages-deep ring in shared memory. Warp roles (FlashAttention-3's layout):
+//   warpgroup 0      producer: one elected lane of warp 0 issues every TMA copy (per work
+//                    tile Q, then K and V per key tile); the warpgroup gives its registers
+//                    back (setmaxnreg)
 //   warpgroups 1, 2  consumers: each owns 64 query rows end to end (S = Q K^T, softmax,
 //                    O += P V, output); they never exchange data
 // Shared-memory tiles are 128B-swizzled column blocks of 64 elements (cuda/primitives/
 // wgmma_layout.h), one TMA box {64, rows} per block, so a tile's width is the head dim rounded
 // up to 64 (kHeadDimPad): d96 loads a second block whose columns 96-127 lie past the tensor's
 // inner extent and arrive as zeros, and its O accumulator is 128 wide (the last 32 columns are
-// computed on zeros and never stored). Not yet tuned: kBlockN and kStages are first guesses
-// that fit 227 KB and the 240-register consumer budget (issue 10, step 5 measures them).
+// computed on zeros and never stored). kBlockN and kStages per head dim come from
+// tools/tune_sm90 (docs/performance.md, flash-sm90 v4), within 227 KB and the 240-register
+// consumer budget.
 #pragma once
 
 namespace flashattn::cuda {
@@ -45,6 +48,10 @@ struct Sm90Config {
   // O += P V as kPvSplits products of kPvN columns: one m64n256 accumulator (d256) made ptxas
   // serialize the wgmmas and spill (C7512, ~1 KB), two of n128 do not.
   static constexpr int kPvSplits = kHeadDimPad > 192 ? 2 : 1;
+  // The epilogue stages O through Q's shared memory (and Q goes back to the producer only after
+  // it) where storing 128 accumulator floats straight to global memory spilled: d256, whose
+  // variant kernel then held 48-68 bytes in local memory, some inside the key loop.
+  static constexpr bool kStagedEpilogue = kPvSplits > 1;
   static constexpr int kPvN = kHeadDimPad / kPvSplits;
 
   static constexpr int kRowBytes = 128;
@@ -55,8 +62,8 @@ struct Sm90Config {
   static constexpr int kVOffset = kKOffset + kStages * kKvTileBytes;      // [kStages]
   static constexpr int kBarOffset = kVOffset + kStages * kKvTileBytes;
   // mbarriers: q_full, k_full[kStages], v_full[kStages], k_empty[kStages], v_empty[kStages],
-  // 8 bytes each.
-  static constexpr int kBarBytes = 8 * (1 + 4 * kStages);
+  // q_empty, 8 bytes each.
+  static constexpr int kBarBytes = 8 * (2 + 4 * kStages);
   static constexpr int kAlignSlack = 1024;  // the dynamic base rounded up to the swizzle atom
   static constexpr int kSmemBytes = kBarOffset + kBarBytes + kAlignSlack;
 
