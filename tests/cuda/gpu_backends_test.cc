@@ -98,6 +98,9 @@ std::vector<GpuCase> grid(bool full) {
     for (DType dt : dtypes) {
       cases.push_back({backend, testing::dense(2, 6, 2, 113, 203, 64, dt, true)});
       cases.push_back({backend, testing::dense(2, 6, 1, 203, 113, 128, dt, false)});
+      // 8 x 16 x 3 = 384 tiles of 128 query rows: a persistent grid of 132 blocks takes each
+      // block through 3 rounds (flash-sm90: TileScheduler::dealt), causal and not.
+      cases.push_back({backend, testing::dense(8, 16, 4, 300, 300, 128, dt, dt == DType::kFP16)});
       cases.push_back({backend, testing::dense(2, 4, 2, 239, 339, 128, dt, false), InputLayout::kStridedBHSD});
       cases.push_back({backend, testing::dense(2, 4, 4, 339, 239, 64, dt, true), InputLayout::kPaddedHeads});
       cases.push_back({backend, testing::dense(1, 4, 4, 203, 203, 64, dt, false), InputLayout::kContiguous,

@@ -1,8 +1,10 @@
 // Special registers read with volatile asm. ptxas treats threadIdx.x as a loop invariant and
 // hoists whatever is derived from it out of a loop, holding it live across the loop body; a
 // volatile read cannot be hoisted, so the values derived from it are recomputed where they are
-// used (a few integer instructions) instead. The persistent flash-sm90 consumers use it: at their
-// 240-register limit, the lane's row held across the work-tile loop was the one value spilled.
+// used (a few integer instructions) instead. The persistent flash-sm90 kernel uses them: at the
+// consumers' 240-register limit, the lane's row held across the work-tile loop was the one value
+// spilled, and at the producer's 24 the values derived from the block index and the grid size
+// for TileScheduler::dealt spilled the variant kernel.
 #pragma once
 
 #include <cstdint>
@@ -13,6 +15,18 @@ __device__ __forceinline__ int thread_index_x() {
   std::uint32_t tid;
   asm volatile("mov.u32 %0, %%tid.x;\n" : "=r"(tid));
   return static_cast<int>(tid);
+}
+
+__device__ __forceinline__ unsigned block_index_x() {
+  std::uint32_t v;
+  asm volatile("mov.u32 %0, %%ctaid.x;\n" : "=r"(v));
+  return v;
+}
+
+__device__ __forceinline__ unsigned grid_dim_x() {
+  std::uint32_t v;
+  asm volatile("mov.u32 %0, %%nctaid.x;\n" : "=r"(v));
+  return v;
 }
 
 }  // namespace flashattn::cuda::ptx

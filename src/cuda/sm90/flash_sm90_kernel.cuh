@@ -209,8 +209,12 @@ __device__ __forceinline__ void produce(const KernelArgs& args, const Smem<Cfg>&
   // completes its round without a load (one parity for both roles and no count to carry: the
   // consumers, at 240 registers, spilled holding one).
   int k = 0;
-  for (int tile = static_cast<int>(blockIdx.x); tile < work.tiles;
-       tile += static_cast<int>(gridDim.x), ++k) {
+  for (;; ++k) {
+    // Block index and grid size read afresh (special_regs.cuh): held across the loop, what
+    // ptxas derived from them spilled the variant kernel's producer at 24 registers.
+    const unsigned dealt = TileScheduler::dealt(k, ptx::block_index_x(), ptx::grid_dim_x());
+    if (dealt >= static_cast<unsigned>(work.tiles)) break;
+    const int tile = static_cast<int>(dealt);
     if (k > 0) wait_or_trap(sm.q_empty(), (k - 1) & 1);
     int q_row, h, h_kv, k_row0, n_first, n_end, tma_batch;
     {
@@ -597,9 +601,10 @@ flash_sm90_kernel(const __grid_constant__ KernelArgs args,
   const std::uint32_t raw = ptx::smem_addr(smem_raw);
   const sm90::Smem<Cfg> sm{raw + (1024 - raw % 1024) % 1024};  // the swizzle atom's alignment
   const int tid = static_cast<int>(threadIdx.x), warpgroup = tid / Cfg::kWarpgroup;
-  // A persistent grid: block i takes work tiles i, i + gridDim.x, ... in the TileScheduler's
-  // order (causal: the longest first), so one tile's epilogue and the next one's Q and first K/V
-  // loads overlap, and no block pays its launch and pipeline fill again.
+  // A persistent grid: block i takes one work tile per round in the TileScheduler's order
+  // (TileScheduler::dealt: i, then 2 * gridDim.x - 1 - i, ...), so one tile's epilogue and the
+  // next one's Q and first K/V loads overlap, and no block pays its launch and pipeline fill
+  // again. A grid of one block per tile (varlen) runs one round.
   if (tid == 0) {
     ptx::mbarrier_init(sm.q_full(), 1);
     ptx::mbarrier_init(sm.q_empty(), Cfg::kConsumers * Cfg::kWarpgroup / 32);
@@ -624,8 +629,9 @@ flash_sm90_kernel(const __grid_constant__ KernelArgs args,
     // One loop counter (the tile is rederived from it): the variant kernel's consumers sit at
     // their 240-register limit, and the second counter spilled.
     for (int k = 0;; ++k) {
-      const int tile = static_cast<int>(blockIdx.x + k * gridDim.x);
-      if (tile >= work.tiles) break;
+      const unsigned dealt = TileScheduler::dealt(k, blockIdx.x, gridDim.x);
+      if (dealt >= static_cast<unsigned>(work.tiles)) break;
+      const int tile = static_cast<int>(dealt);
       const sm90::BlockCoords c = sm90::block_coords<Cfg, kVariants>(args, work, tile);
       if (kVariants && c.m0 >= c.seqlen_q) {  // varlen: past the sequence's rows (produce)
         sm90::wait_or_trap(sm.q_full(), k & 1);
@@ -682,13 +688,17 @@ Status launch_flash_sm90_config(const KernelArgs& args, const Sm90Extents& ext,
                       ") = " + std::to_string(tiles) + " blocks exceeds the grid limit 2^31 - 1");
   }
   // Tiles of equal cost (no mask edge, no varlen): a persistent grid, one resident block per SM
-  // at most (the smem and the 240-register consumers), each looping over work tiles. Tiles of
-  // unequal cost (causal, a window, varlen): one block per tile, which the hardware hands out in
-  // the scheduler's order (longest first) as SMs free up. A static round-robin over 132 blocks
-  // put tiles of nearly the same query block on each block at 16k causal (128 query blocks per
-  // head, stride 132): the busiest block had 1.6x the mean work, and the H200 measured 0.66x
-  // the one-tile-per-block grid at d128 (0.62x at d256).
-  const bool equal_cost = !args.varlen() && args.window_left < 0 && args.window_right < 0;
+  // at most (the smem and the 240-register consumers), dealing out the work tiles round by round
+  // (TileScheduler::dealt) head by head (section 1): the tiles running together are the query
+  // blocks of one or two heads and share their K/V. Tiles of unequal cost (causal, a window,
+  // varlen): one block per tile, which the hardware hands out in the scheduler's order (longest
+  // first) as SMs free up.
+  // Measured on the H200 for causal (docs/performance.md, flash-sm90 v5 and v6): plain
+  // round-robin over 132 blocks ran 0.62-0.66x at 16k (1.57x the mean work on the busiest
+  // block); longest first over sections of up to grid / 2 pairs with the deal
+  // (TileScheduler::persistent_section) gained 3-9% at d64 and d256 4k-8k but lost 46% at d128
+  // 512 (unexplained), and no GPU test yet runs causal tiles several rounds deep, so it is off.
+  const bool persistent = !args.varlen() && args.window_left < 0 && args.window_right < 0;
   int device = 0, sms = 1, per_sm = 1;
   FA_CUDA_RETURN_IF_ERROR(cudaGetDevice(&device), "flash-sm90: cudaGetDevice");
   FA_CUDA_RETURN_IF_ERROR(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device),
@@ -697,7 +707,7 @@ Status launch_flash_sm90_config(const KernelArgs& args, const Sm90Extents& ext,
                               &per_sm, kernel, Cfg::kThreads, Cfg::kSmemBytes),
                           "flash-sm90: cudaOccupancyMaxActiveBlocksPerMultiprocessor");
   const std::int64_t grid =
-      equal_cost ? std::max<std::int64_t>(1, std::min<std::int64_t>(
+      persistent ? std::max<std::int64_t>(1, std::min<std::int64_t>(
                                                  tiles, static_cast<std::int64_t>(sms) *
                                                             std::max(1, per_sm)))
                  : std::max<std::int64_t>(1, tiles);
