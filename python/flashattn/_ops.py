@@ -105,25 +105,36 @@ def torch_workspace(t, stream: int):
         ws = torch.empty(nbytes, dtype=torch.uint8, device=t.device)
         if stream != torch_stream(t):
             ws.record_stream(torch.cuda.ExternalStream(stream, device=t.device))
-        return ws
+        return _dl(ws)  # the capsule keeps ws (and so the allocator's block) alive
     return allocate
 
 
 def _run_forward(q, k, v, out, lse, *args, **kwargs) -> None:
     """_C.forward on torch's current stream of q's device with torch_workspace; args and kwargs
-    are _C.forward's after lse, up to the stream."""
+    are _C.forward's after lse, up to the stream. Every tensor goes as a DLPack capsule (_dl)."""
     stream = torch_stream(q)
-    _C.forward(q, k, v, out, lse, *args, stream=stream, workspace=torch_workspace(q, stream),
-               **kwargs)
+    tensor = torch.Tensor
+    args = [_dl(a) if isinstance(a, tensor) else a for a in args]
+    kwargs = {n: _dl(a) if isinstance(a, tensor) else a for n, a in kwargs.items()}
+    _C.forward(_dl(q), _dl(k), _dl(v), _dl(out), _dl(lse), *args, stream=stream,
+               workspace=torch_workspace(q, stream), **kwargs)
 
 
-def _detached(x):
-    """x.detach() (None stays None): older torch refuses DLPack export of tensors that require
-    grad (ALiBi slopes or sinks may be parameters); the op only reads them."""
-    return None if x is None else x.detach()
+def _dl(x):
+    """What the binding imports for torch tensor x: a DLPack capsule from
+    torch.utils.dlpack.to_dlpack (1.1 us on the CI machine's CPU) rather than the tensor itself,
+    whose __dlpack__() nanobind would call (9.2 us there: its Python-side checks; up to 9
+    tensors per KV-cache call). The capsule shares x's storage (the caches are written in place)
+    and exports tensors that require grad (ALiBi slopes or sinks may be parameters; the op only
+    reads them). None and non-strided tensors (sparse) pass as they are: the binding then calls
+    __dlpack__ and reports its error."""
+    if x is None or x.layout is not torch.strided:
+        return x
+    return _to_dlpack(x)
 
 
 if torch is not None:
+    from torch.utils.dlpack import to_dlpack as _to_dlpack
 
     def _fwd_impl(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, softmax_scale: Optional[float],
             causal: bool, window_left: int, window_right: int, softcap: float,
@@ -132,9 +143,8 @@ if torch is not None:
         """Attention forward: returns (out, lse). See flashattn.flash_attn_func."""
         out = q.new_empty(q.shape)
         lse = q.new_empty(lse_shape(q.shape), dtype=torch.float32)
-        _run_forward(_detached(q), _detached(k), _detached(v), out, lse, softmax_scale, causal,
-                     window_left, window_right, softcap, _detached(alibi_slopes),
-                     _detached(sinks), None, None, None, 0, 0, backend)
+        _run_forward(q, k, v, out, lse, softmax_scale, causal, window_left, window_right,
+                     softcap, alibi_slopes, sinks, None, None, None, 0, 0, backend)
         return out, lse
 
     fwd = torch.library.custom_op("flashattn::fwd", mutates_args=(),
@@ -158,10 +168,9 @@ if torch is not None:
         lse (heads, total_q)). See flashattn.flash_attn_varlen_func."""
         out = q.new_empty(q.shape)
         lse = q.new_empty(varlen_lse_shape(q.shape), dtype=torch.float32)
-        _run_forward(_detached(q), _detached(k), _detached(v), out, lse, softmax_scale, causal,
-                     window_left, window_right, softcap, _detached(alibi_slopes),
-                     _detached(sinks), _detached(cu_seqlens_q), _detached(cu_seqlens_k),
-                     _detached(seqused_k), max_seqlen_q, max_seqlen_k, backend)
+        _run_forward(q, k, v, out, lse, softmax_scale, causal, window_left, window_right,
+                     softcap, alibi_slopes, sinks, cu_seqlens_q, cu_seqlens_k, seqused_k,
+                     max_seqlen_q, max_seqlen_k, backend)
         return out, lse
 
     fwd_varlen = torch.library.custom_op("flashattn::fwd_varlen", mutates_args=(),
@@ -188,13 +197,11 @@ if torch is not None:
         (out, lse). See flashattn.flash_attn_with_kvcache."""
         out = q.new_empty(q.shape)
         lse = q.new_empty(lse_shape(q.shape), dtype=torch.float32)
-        # detach() shares the storage: the library writes the caches' own memory.
-        _run_forward(_detached(q), _detached(k), _detached(v), out, lse, softmax_scale, causal,
-                     window_left, window_right, softcap, _detached(alibi_slopes),
-                     _detached(sinks), None, None, None, 0, 0, backend,
-                     k_cache=_detached(k_cache), v_cache=_detached(v_cache),
-                     cache_seqlens=_detached(cache_seqlens),
-                     block_table=_detached(block_table), num_splits=num_splits)
+        # The capsules share the storage: the library writes the caches' own memory.
+        _run_forward(q, k, v, out, lse, softmax_scale, causal, window_left, window_right,
+                     softcap, alibi_slopes, sinks, None, None, None, 0, 0, backend,
+                     k_cache=k_cache, v_cache=v_cache, cache_seqlens=cache_seqlens,
+                     block_table=block_table, num_splits=num_splits)
         return out, lse
 
     fwd_kvcache = torch.library.custom_op("flashattn::fwd_kvcache",
@@ -217,7 +224,7 @@ if torch is not None:
             raise ValueError(_PART_RANK_MESSAGE.format(outs[0].dim()))
         out = outs[0].new_empty(outs[0].shape, dtype=out_dtype)
         lse = outs[0].new_empty(combine_lse_shape(outs[0].shape), dtype=torch.float32)
-        _C.combine([x.detach() for x in outs], [x.detach() for x in lses], out, lse,
+        _C.combine([_dl(x) for x in outs], [_dl(x) for x in lses], _dl(out), _dl(lse),
                    torch_stream(out))
         return out, lse
 
