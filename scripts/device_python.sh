@@ -5,6 +5,8 @@
 # summary.txt, pytest.log, bench.txt, bench.json, bench.png, decode.txt, decode.json, decode.png
 # and logs.tgz (pip's build log, the benchmarks' stderr).
 #   bash scripts/device_python.sh [STAGES] [bench args...]
+# PYTEST_K narrows the test stage to pytest -k "$PYTEST_K" (the whole suite took 495 s on the
+# H200; e.g. PYTEST_K="torch or kvcache or workspace").
 # STAGES: comma-separated from install,test,bench,decode (default: install,test,bench). Each
 # stage fits one 10-minute device call on its own if they do not together; the bench args go to
 # both benchmarks (with decode alone: --decode-batches 8,64 and the like narrow its grid).
@@ -40,7 +42,7 @@ fi
 
 if has test; then
   start=$(date +%s)
-  "$py" -m pytest tests/python -q -rs > "$out/pytest.log" 2>&1
+  "$py" -m pytest tests/python -q -rs ${PYTEST_K:+-k "$PYTEST_K"} > "$out/pytest.log" 2>&1
   rc=$?
   note "pytest: rc=$rc in $(( $(date +%s) - start )) s: $(tail -1 "$out/pytest.log")"
   grep -E "^(FAILED|ERROR)" "$out/pytest.log" | head -20 | tee -a "$summary"
