@@ -207,7 +207,11 @@ TensorView to_view(const Array& a, const char* name, bool bf16_bits, DtypeRule d
       obj.attr("__dlpack__")();
       why = " (its __dlpack__() works, but the array was not usable here)";
     } catch (nb::python_error& e) {
-      why = ": its __dlpack__() raised " + std::string(e.what());
+      // The exception's type and message: what() would add the traceback of a __dlpack__
+      // written in Python (torch's), frames of the caller's own code included.
+      why = ": its __dlpack__() raised " +
+            nb::cast<std::string>(nb::handle(e.type()).attr("__name__")) + ": " +
+            nb::cast<std::string>(nb::str(e.value()));
     }
   }
   throw nb::type_error(

@@ -97,6 +97,10 @@ def test_torch_reference_matches_numpy_reference():
     ("backend", ValueError, r"unknown_backend"),
     ("scale", ValueError, r"invalid_scale"),
     ("numpy_k", TypeError, r"k is a numpy\.ndarray but q is a torch\.Tensor"),
+    # __dlpack__'s own error, its type and message only (no traceback of torch's Python code).
+    ("sparse", TypeError, r"^q: expected an array that supports DLPack .*: its __dlpack__\(\) "
+                          r"raised BufferError: Can't export tensors with layout other than "
+                          r"torch\.strided$"),
 ])
 def test_errors_keep_their_type_through_the_op(case, exc, match):
     q, k, v = make_inputs(1, 16, 16, 6, 2, 32, "bf16")
@@ -119,6 +123,9 @@ def test_errors_keep_their_type_through_the_op(case, exc, match):
         kwargs["softmax_scale"] = -2.0
     elif case == "numpy_k":
         k = k.float().numpy()
+    elif case == "sparse":
+        q = q.float().to_sparse()
+        k, v = k.float(), v.float()
     with pytest.raises(exc, match=match):
         flashattn.flash_attn_func(q, k, v, **kwargs)
 
