@@ -18,12 +18,12 @@ the graph against ours eager, bit for bit.
 """
 from __future__ import annotations
 
-import json
 import math
 import textwrap
 from typing import Callable, Dict, List, Optional, Sequence
 
 from . import _bench_decode as bd
+from ._bench_output import write_json
 from ._bench_runners import graph_runner, kvcache_runner, one_line, sdpa_decode_runner
 
 
@@ -255,9 +255,7 @@ def run_decode(args, cells: List[bd.DecodeCell], ours: List[str], peers: List[st
         print()
         print("\n".join(bd.check_lines(rows)))
     if args.json:
-        with open(args.json, "w") as f:
-            json.dump({"meta": meta, "rows": rows, "summary": totals}, f, indent=1)
-        print(f"\nwrote {args.json}")
+        write_json(args.json, meta, rows, totals)
     if args.plot:
         from ._bench_plot import plot_decode
 

@@ -63,7 +63,6 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import json
 import math
 import sys
 import textwrap
@@ -74,6 +73,7 @@ import flashattn
 
 from . import _bench_decode as bd
 from . import _bench_variants as bv
+from ._bench_output import write_json
 from ._bench_runners import PEER_DESCRIPTIONS, PEERS
 
 DEFAULT_HEAD_DIMS = [64, 128, 256]
@@ -701,9 +701,7 @@ def run_variants(args, names: List[str], dtype, device, flex, flex_note: str, me
         print()
         print("\n".join(bv.check_lines(rows, args.check_rows)))
     if args.json:
-        with open(args.json, "w") as f:
-            json.dump({"meta": meta, "rows": rows, "summary": totals}, f, indent=1)
-        print(f"\nwrote {args.json}")
+        write_json(args.json, meta, rows, totals)
     return 0
 
 
@@ -784,9 +782,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         print("\n".join(check_table(rows, names, args.check_rows)))
 
     if args.json:
-        with open(args.json, "w") as f:
-            json.dump({"meta": meta, "rows": rows, "summary": totals}, f, indent=1)
-        print(f"\nwrote {args.json}")
+        write_json(args.json, meta, rows, totals)
     if args.plot:
         from ._bench_plot import plot
 
