@@ -5,9 +5,9 @@
 // warp roles: flash_sm90_config.h. Since version 3 (issue 10, step 3) the products of one tile
 // run inside each consumer warpgroup while the softmax of the next is computed, and
 // (Cfg::kPingPong) the two consumer warpgroups take turns issuing their products. Version 5: a
-// persistent grid for tiles of equal cost (a block loops over work tiles i, i + gridDim.x, ...;
-// the ring position and the Q round carry over), so one tile's epilogue overlaps the next one's
-// Q and K/V loads.
+// persistent grid for tiles of equal cost (a block loops over work tiles, one per round:
+// TileScheduler::dealt; the ring position and the Q round carry over), so one tile's epilogue
+// overlaps the next one's Q and K/V loads.
 //
 // Per work tile k (kBlockM = 128 query rows of one (batch, head), the TileScheduler's order):
 //   producer (one lane of warp 0):
@@ -28,8 +28,8 @@
 // barrier per stage for both, the producer could not refill K until a tile later.
 // mbarriers: q_full (1 arrival + Q's bytes), k_full[s] and v_full[s] (1 arrival + the tile's
 // bytes), q_empty, k_empty[s] and v_empty[s] (one arrival per consumer warp, 8: a warp's
-// wgmma_wait covers all its lanes). Both consumers read every K and V tile (the block's key range is one
-// interval, MaskRule::tile_range).
+// wgmma_wait covers all its lanes). Both consumers read every K and V tile (the block's key
+// range is one interval, MaskRule::tile_range).
 //
 // Out-of-bounds rows. TMA zero-fills only outside the tensor map's extents: in a dense problem
 // the maps' row extent is seqlen, so a tail tile's rows past it are zeros. In a packed (varlen)
@@ -104,10 +104,6 @@ struct BlockCoords {
   int seqlen_q, seqlen_k;
   int n_first, n_end;
   int tma_batch;  // the batch coordinate of the TMA boxes: b, or 0 for packed tensors
-
-  __device__ __forceinline__ MaskRule rule(const KernelArgs& args) const {
-    return MaskRule::make(seqlen_q, seqlen_k, args.window_left, args.window_right, false);
-  }
 };
 
 // The persistent grid's work: the tile order and the GQA group, computed on the host. A kernel
@@ -151,7 +147,7 @@ __device__ __forceinline__ BlockCoords block_coords(const KernelArgs& args, cons
         kVariants ? MaskRule32::make(c.seqlen_q, c.seqlen_k, args.window_left, args.window_right,
                                      false)
                   : work.dense_rule;
-    rule.tile_range(static_cast<int>(c.m0), Cfg::kBlockM, Cfg::kBlockN, &first, &end);
+    rule.tile_range(c.m0, Cfg::kBlockM, Cfg::kBlockN, &first, &end);
   }
   c.n_first = first;
   c.n_end = end;
@@ -203,8 +199,8 @@ __device__ __forceinline__ void produce(const KernelArgs& args, const Smem<Cfg>&
   ptx::tma_prefetch_map(k_map);
   ptx::tma_prefetch_map(v_map);
   int it = 0;  // key tiles through the ring
-  // The producer holds 24 registers (setmaxnreg): its coordinates are narrowed to the ints the
-  // TMA boxes take (the extents fit: tensor_map.cc), and the 64-bit BlockCoords die at once.
+  // The producer holds 24 registers (setmaxnreg): it keeps only the ints the TMA boxes take (the
+  // extents fit: tensor_map.cc), and the rest of BlockCoords dies at once.
   // Work tile k is Q round k (q_full / q_empty phase k); a varlen tile past its sequence's rows
   // completes its round without a load (one parity for both roles and no count to carry: the
   // consumers, at 240 registers, spilled holding one).
@@ -223,10 +219,10 @@ __device__ __forceinline__ void produce(const KernelArgs& args, const Smem<Cfg>&
         ptx::mbarrier_arrive(sm.q_full());
         continue;
       }
-      q_row = static_cast<int>(c.q_row0 + c.m0);
-      h = static_cast<int>(c.h);
-      h_kv = static_cast<int>(c.h_kv);
-      k_row0 = static_cast<int>(c.k_row0);
+      q_row = c.q_row0 + c.m0;
+      h = c.h;
+      h_kv = c.h_kv;
+      k_row0 = c.k_row0;
       n_first = c.n_first;
       n_end = c.n_end;
       tma_batch = c.tma_batch;
@@ -325,17 +321,20 @@ __device__ __forceinline__ void issue_pv(float (&o)[Cfg::kPvSplits][Cfg::kPvN / 
 // first key tile.
 template <typename T, class Cfg, bool kVariants>
 __device__ __forceinline__ void consume(const KernelArgs& args, const Smem<Cfg>& sm,
-                                        const BlockCoords& c, int consumer, int ct, int q_round,
+                                        const BlockCoords& c, int consumer, int q_round,
                                         int ring) {
   constexpr int kBlockN = Cfg::kBlockN, kNTiles = Cfg::kNTiles, kDTiles = Cfg::kDTiles;
-  // The thread index read afresh for each work tile (special_regs.cuh): ct itself is the same.
-  ct = ptx::thread_index_x() - Cfg::kWarpgroup;
+  // The consumer thread index, read afresh for each work tile (special_regs.cuh): held across
+  // the work-tile loop, the lane's row was the one value the variant kernel spilled.
+  const int ct = ptx::thread_index_x() - Cfg::kWarpgroup;
   const int t = ct % Cfg::kWarpgroup;  // thread in the warpgroup
   const int warp = t / 32, lane = t % 32, g = lane / 4, tq = lane % 4;
   const int wg_row = consumer * Cfg::kConsumerRows;      // within the block
   const int lane_row = c.m0 + wg_row + 16 * warp + g;  // within the sequence
   // 32-bit rule and rows (MaskRule32): the variant kernel's consumers, at 240 registers, spilled
-  // with the 64-bit ones once the persistent tile loop's state joined them.
+  // with the 64-bit ones once the persistent tile loop's state joined them. The dense rule is
+  // made here rather than taken from Work: its left edge is then the constant -1, and ptxas
+  // drops the left-edge arithmetic from every mask (68 SASS instructions a kernel at d128).
   const MaskRule32 rule =
       kVariants ? MaskRule32::make(c.seqlen_q, c.seqlen_k, args.window_left, args.window_right,
                                    false)
@@ -457,7 +456,8 @@ __device__ __forceinline__ void consume(const KernelArgs& args, const Smem<Cfg>&
       pack_p(s_acc, p);
     }
     for (int it = 1; it < tiles; ++it) {
-      const RingSlot<Cfg> cur = RingSlot<Cfg>::at(ring + it), before = RingSlot<Cfg>::at(ring + it - 1);
+      const RingSlot<Cfg> cur = RingSlot<Cfg>::at(ring + it);
+      const RingSlot<Cfg> before = RingSlot<Cfg>::at(ring + it - 1);
       const int s = cur.stage, prev = before.stage;
       const std::uint32_t parity = cur.parity, prev_parity = before.parity;
       const int n0 = (c.n_first + it) * kBlockN;  // keys < 2^31
@@ -507,18 +507,19 @@ __device__ __forceinline__ void consume(const KernelArgs& args, const Smem<Cfg>&
     release_q_early();
   }
 
+  // Epilogue: finalize_row per row, O / l in T to out, the LSE to lse. kStaged: O / l is staged
+  // in the warpgroup's own Q rows of shared memory (128B-swizzled) and stored in 16-byte chunks;
+  // every warp of the warpgroup is past its last wgmma (which read all 64 Q rows) before any
+  // warp overwrites its Q rows.
+  if constexpr (kStaged) ptx::named_barrier_sync(kEpilogueBarrier + consumer, Cfg::kWarpgroup);
+  const float sink = kVariants ? sink_raw(args, c.h) : -INFINITY;
+  const std::int64_t seqlen_q = kVariants ? c.seqlen_q : args.seqlen_q;
+  float* lse_gmem = args.lse == nullptr
+                        ? nullptr
+                        : args.lse + c.b * args.lse_stride[0] + c.h * args.lse_stride[1] +
+                              c.q_row0 * args.lse_stride[2];
   if constexpr (kStaged) {
-    // O / l staged in the warpgroup's own Q rows of shared memory (128B-swizzled) and stored in
-    // 16-byte chunks. Every warp of the warpgroup is past its last wgmma (which read all 64 Q
-    // rows) before any warp overwrites its Q rows; Q goes back to the producer once every warp
-    // has read its rows out again.
-    ptx::named_barrier_sync(kEpilogueBarrier + consumer, Cfg::kWarpgroup);
-    const float sink = kVariants ? sink_raw(args, c.h) : -INFINITY;
-    const std::int64_t seqlen_q = kVariants ? c.seqlen_q : args.seqlen_q;
-    float* lse_gmem = args.lse == nullptr
-                          ? nullptr
-                          : args.lse + c.b * args.lse_stride[0] + c.h * args.lse_stride[1] +
-                                c.q_row0 * args.lse_stride[2];
+    // Q goes back to the producer once every warp has read its rows out again.
     unsigned char* q_rows_smem =
         reinterpret_cast<unsigned char*>(__cvta_shared_to_generic(sm.q()));
 #pragma unroll
@@ -555,33 +556,27 @@ __device__ __forceinline__ void consume(const KernelArgs& args, const Smem<Cfg>&
     }
     __syncwarp();  // every lane's read of the warp's rows is done
     release_q();
-    return;
-  }
-  // Epilogue: O / l straight from the accumulator to global memory (a quad's 4 lanes write 16
-  // contiguous bytes per row and 8 columns); Q's shared memory is already the producer's again
-  // (release_q), which loads the next work tile's Q while this one finishes.
-  const float sink = kVariants ? sink_raw(args, c.h) : -INFINITY;
-  const std::int64_t seqlen_q = kVariants ? c.seqlen_q : args.seqlen_q;
-  float* lse_gmem = args.lse == nullptr
-                        ? nullptr
-                        : args.lse + c.b * args.lse_stride[0] + c.h * args.lse_stride[1] +
-                              c.q_row0 * args.lse_stride[2];
-  T* o_gmem = static_cast<T*>(args.o) + c.b * args.o_stride[0] + c.q_row0 * args.o_stride[1] +
-              c.h * args.o_stride[2];
+  } else {
+    // O / l straight from the accumulator to global memory (a quad's 4 lanes write 16
+    // contiguous bytes per row and 8 columns); Q's shared memory is already the producer's
+    // again (release_q), which loads the next work tile's Q while this one finishes.
+    T* o_gmem = static_cast<T*>(args.o) + c.b * args.o_stride[0] + c.q_row0 * args.o_stride[1] +
+                c.h * args.o_stride[2];
 #pragma unroll
-  for (int hh = 0; hh < 2; ++hh) {
-    const RowResult r =
-        finalize_row(row_max[0][hh], reduce_sum_lanes<4>(row_sum[0][hh]), sink, args.scale_log2);
-    const std::int64_t row_seq = lane_row + 8 * hh;
-    if (row_seq >= seqlen_q) continue;
-    T* row_gmem = o_gmem + row_seq * args.o_stride[1] + 2 * tq;
+    for (int hh = 0; hh < 2; ++hh) {
+      const RowResult r = finalize_row(row_max[0][hh], reduce_sum_lanes<4>(row_sum[0][hh]), sink,
+                                       args.scale_log2);
+      const std::int64_t row_seq = lane_row + 8 * hh;
+      if (row_seq >= seqlen_q) continue;
+      T* row_gmem = o_gmem + row_seq * args.o_stride[1] + 2 * tq;
 #pragma unroll
-    for (int dt = 0; dt < kDTiles; ++dt) {
-      if (8 * dt >= Cfg::kHeadDim) continue;  // d96: the zero columns
-      *reinterpret_cast<std::uint32_t*>(row_gmem + 8 * dt) =
-          ptx::pack2<T>(o_frag[0][dt][2 * hh] * r.inv, o_frag[0][dt][2 * hh + 1] * r.inv);
+      for (int dt = 0; dt < kDTiles; ++dt) {
+        if (8 * dt >= Cfg::kHeadDim) continue;  // d96: the zero columns
+        *reinterpret_cast<std::uint32_t*>(row_gmem + 8 * dt) =
+            ptx::pack2<T>(o_frag[0][dt][2 * hh] * r.inv, o_frag[0][dt][2 * hh + 1] * r.inv);
+      }
+      if (lse_gmem != nullptr && tq == 0) lse_gmem[row_seq * args.lse_stride[2]] = r.lse;
     }
-    if (lse_gmem != nullptr && tq == 0) lse_gmem[row_seq * args.lse_stride[2]] = r.lse;
   }
 }
 
@@ -638,8 +633,7 @@ flash_sm90_kernel(const __grid_constant__ KernelArgs args,
         if (tid % 32 == 0) ptx::mbarrier_arrive(sm.q_empty());
         continue;
       }
-      sm90::consume<T, Cfg, kVariants>(args, sm, c, warpgroup - 1, tid - Cfg::kWarpgroup, k,
-                                       ring);
+      sm90::consume<T, Cfg, kVariants>(args, sm, c, warpgroup - 1, k, ring);
       ring += c.n_end - c.n_first;
     }
     return;
