@@ -692,7 +692,8 @@ Status launch_flash_sm90_config(const KernelArgs& args, const Sm90Extents& ext,
   // block); longest first over sections of up to grid / 2 pairs with the deal
   // (TileScheduler::persistent_section) gained 3-9% at d64 and d256 4k-8k but lost 46% at d128
   // 512 (unexplained), and no GPU test yet runs causal tiles several rounds deep, so it is off.
-  const bool persistent = !args.varlen() && args.window_left < 0 && args.window_right < 0;
+  const bool persistent = !args.varlen();
+  const bool equal_cost = args.window_left < 0 && args.window_right < 0;
   int device = 0, sms = 1, per_sm = 1;
   FA_CUDA_RETURN_IF_ERROR(cudaGetDevice(&device), "flash-sm90: cudaGetDevice");
   FA_CUDA_RETURN_IF_ERROR(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device),
@@ -705,8 +706,11 @@ Status launch_flash_sm90_config(const KernelArgs& args, const Sm90Extents& ext,
                                                  tiles, static_cast<std::int64_t>(sms) *
                                                             std::max(1, per_sm)))
                  : std::max<std::int64_t>(1, tiles);
+  const std::int64_t section =
+      equal_cost ? 1 : TileScheduler::persistent_section(args.batch * args.heads, grid);
   sm90::Work work;
-  work.sched = TileScheduler::make(args.batch, args.heads, args.seqlen_q, Cfg::kBlockM);
+  work.sched =
+      TileScheduler::make(args.batch, args.heads, args.seqlen_q, Cfg::kBlockM, section);
   work.tiles = static_cast<int>(tiles);
   work.group = static_cast<int>(args.heads / args.kv_heads);
   work.dense_rule = MaskRule32::make(args.seqlen_q, args.seqlen_k, -1, args.window_right, false);
