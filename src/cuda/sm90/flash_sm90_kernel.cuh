@@ -47,6 +47,7 @@
 #include <cmath>
 #include <cstdint>
 #include <string>
+#include <type_traits>
 
 #include "common/mask_rule.h"
 #include "common/tile_scheduler.h"
@@ -717,7 +718,14 @@ Status launch_flash_sm90_config(const KernelArgs& args, const Sm90Extents& ext,
 
 template <typename T, int kHeadDim>
 Status launch_flash_sm90(const KernelArgs& args, const Sm90Extents& ext, cudaStream_t stream) {
-  return launch_flash_sm90_config<T, typename Sm90ConfigFor<kHeadDim>::type>(args, ext, stream);
+  using Long = typename Sm90ConfigFor<kHeadDim>::type;
+  using Short = typename Sm90ShortConfigFor<kHeadDim>::type;
+  if constexpr (!std::is_same_v<Long, Short>) {
+    if (sm90_short_tiles_pay(args.seqlen_k, Long::kBlockN, Short::kBlockN)) {
+      return launch_flash_sm90_config<T, Short>(args, ext, stream);
+    }
+  }
+  return launch_flash_sm90_config<T, Long>(args, ext, stream);
 }
 
 }  // namespace flashattn::cuda
