@@ -47,6 +47,7 @@
 #include <cmath>
 #include <cstdint>
 #include <string>
+#include <type_traits>
 
 #include "common/mask_rule.h"
 #include "common/tile_scheduler.h"
@@ -692,7 +693,8 @@ Status launch_flash_sm90_config(const KernelArgs& args, const Sm90Extents& ext,
   // block); longest first over sections of up to grid / 2 pairs with the deal
   // (TileScheduler::persistent_section) gained 3-9% at d64 and d256 4k-8k but lost 46% at d128
   // 512 (unexplained), and no GPU test yet runs causal tiles several rounds deep, so it is off.
-  const bool persistent = !args.varlen() && args.window_left < 0 && args.window_right < 0;
+  const bool persistent = !args.varlen();
+  const bool equal_cost = args.window_left < 0 && args.window_right < 0;
   int device = 0, sms = 1, per_sm = 1;
   FA_CUDA_RETURN_IF_ERROR(cudaGetDevice(&device), "flash-sm90: cudaGetDevice");
   FA_CUDA_RETURN_IF_ERROR(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device),
@@ -705,8 +707,11 @@ Status launch_flash_sm90_config(const KernelArgs& args, const Sm90Extents& ext,
                                                  tiles, static_cast<std::int64_t>(sms) *
                                                             std::max(1, per_sm)))
                  : std::max<std::int64_t>(1, tiles);
+  const std::int64_t section =
+      equal_cost ? 1 : TileScheduler::persistent_section(args.batch * args.heads, grid);
   sm90::Work work;
-  work.sched = TileScheduler::make(args.batch, args.heads, args.seqlen_q, Cfg::kBlockM);
+  work.sched =
+      TileScheduler::make(args.batch, args.heads, args.seqlen_q, Cfg::kBlockM, section);
   work.tiles = static_cast<int>(tiles);
   work.group = static_cast<int>(args.heads / args.kv_heads);
   work.dense_rule = MaskRule32::make(args.seqlen_q, args.seqlen_k, -1, args.window_right, false);
@@ -717,7 +722,14 @@ Status launch_flash_sm90_config(const KernelArgs& args, const Sm90Extents& ext,
 
 template <typename T, int kHeadDim>
 Status launch_flash_sm90(const KernelArgs& args, const Sm90Extents& ext, cudaStream_t stream) {
-  return launch_flash_sm90_config<T, typename Sm90ConfigFor<kHeadDim>::type>(args, ext, stream);
+  using Long = typename Sm90ConfigFor<kHeadDim>::type;
+  using Short = typename Sm90ShortConfigFor<kHeadDim>::type;
+  if constexpr (!std::is_same_v<Long, Short>) {
+    if (sm90_short_tiles_pay(args.seqlen_k, Long::kBlockN, Short::kBlockN)) {
+      return launch_flash_sm90_config<T, Short>(args, ext, stream);
+    }
+  }
+  return launch_flash_sm90_config<T, Long>(args, ext, stream);
 }
 
 }  // namespace flashattn::cuda
