@@ -44,6 +44,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdint>
 #include <string>
@@ -56,6 +57,7 @@
 #include "cuda/attention/score_mod.cuh"
 #include "cuda/common/check.h"
 #include "cuda/common/kernel_args.h"
+#include "cuda/common/runtime.h"
 #include "cuda/common/tensor_map.h"
 #include "cuda/primitives/arch.h"
 #include "cuda/primitives/elect.cuh"
@@ -647,6 +649,36 @@ flash_sm90_kernel(const __grid_constant__ KernelArgs args,
 #endif
 }
 
+// Once per device and kernel: the shared-memory opt-in (cudaFuncSetAttribute) and the blocks
+// resident per SM (the occupancy query); neither changes while the process runs, and the two
+// calls on every launch were host time before the kernel was even queued. Two threads racing on
+// the first launch both set the same attribute and store the same count.
+template <typename T, class Cfg, bool kVariants>
+Status sm90_prepare_kernel(int device, int* per_sm) {
+  constexpr int kMaxDevices = 64;
+  static std::atomic<int> cached[kMaxDevices];  // 0 until prepared, then the blocks per SM
+  if (device >= 0 && device < kMaxDevices) {
+    const int v = cached[device].load(std::memory_order_acquire);
+    if (v > 0) {
+      *per_sm = v;
+      return Status::Ok();
+    }
+  }
+  auto kernel = flash_sm90_kernel<T, Cfg, kVariants>;
+  FA_CUDA_RETURN_IF_ERROR(
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Cfg::kSmemBytes),
+      "flash-sm90: cudaFuncSetAttribute(max dynamic shared memory)");
+  int blocks = 0;
+  FA_CUDA_RETURN_IF_ERROR(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+                              &blocks, kernel, Cfg::kThreads, Cfg::kSmemBytes),
+                          "flash-sm90: cudaOccupancyMaxActiveBlocksPerMultiprocessor");
+  *per_sm = std::max(1, blocks);
+  if (device >= 0 && device < kMaxDevices) {
+    cached[device].store(*per_sm, std::memory_order_release);
+  }
+  return Status::Ok();
+}
+
 template <typename T, class Cfg>
 Status launch_flash_sm90_config(const KernelArgs& args, const Sm90Extents& ext,
                                 cudaStream_t stream) {
@@ -669,11 +701,8 @@ Status launch_flash_sm90_config(const KernelArgs& args, const Sm90Extents& ext,
     k_map = q_map;  // no keys: no block loads a K or V tile (every tile range is empty)
     v_map = q_map;
   }
-  auto kernel = needs_variant_kernel(args) ? flash_sm90_kernel<T, Cfg, true>
-                                                : flash_sm90_kernel<T, Cfg, false>;
-  FA_CUDA_RETURN_IF_ERROR(
-      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Cfg::kSmemBytes),
-      "flash-sm90: cudaFuncSetAttribute(max dynamic shared memory)");
+  const bool variants = needs_variant_kernel(args);
+  auto kernel = variants ? flash_sm90_kernel<T, Cfg, true> : flash_sm90_kernel<T, Cfg, false>;
   const std::int64_t tiles =
       TileScheduler::make(args.batch, args.heads, args.seqlen_q, Cfg::kBlockM).tiles();
   constexpr std::int64_t kMaxGrid = 0x7fffffff;  // grid.x limit
@@ -695,13 +724,19 @@ Status launch_flash_sm90_config(const KernelArgs& args, const Sm90Extents& ext,
   // 512 (unexplained), and no GPU test yet runs causal tiles several rounds deep, so it is off.
   const bool persistent = !args.varlen();
   const bool equal_cost = args.window_left < 0 && args.window_right < 0;
-  int device = 0, sms = 1, per_sm = 1;
+  int device = 0, per_sm = 1;
   FA_CUDA_RETURN_IF_ERROR(cudaGetDevice(&device), "flash-sm90: cudaGetDevice");
-  FA_CUDA_RETURN_IF_ERROR(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device),
-                          "flash-sm90: cudaDeviceGetAttribute(multiprocessor count)");
-  FA_CUDA_RETURN_IF_ERROR(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-                              &per_sm, kernel, Cfg::kThreads, Cfg::kSmemBytes),
-                          "flash-sm90: cudaOccupancyMaxActiveBlocksPerMultiprocessor");
+  DeviceProps props;
+  {
+    const Status st = device_props(device, &props);
+    if (!st.ok()) return st;
+  }
+  const int sms = std::max(1, props.sm_count);
+  {
+    const Status st = variants ? sm90_prepare_kernel<T, Cfg, true>(device, &per_sm)
+                               : sm90_prepare_kernel<T, Cfg, false>(device, &per_sm);
+    if (!st.ok()) return st;
+  }
   const std::int64_t grid =
       persistent ? std::max<std::int64_t>(1, std::min<std::int64_t>(
                                                  tiles, static_cast<std::int64_t>(sms) *
