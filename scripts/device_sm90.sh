@@ -3,11 +3,11 @@
 # (each under a timeout: a wrong mbarrier count traps after ~1 s rather than hanging), the sm90
 # tests (primitives and every flash-sm90 case of the GPU grids), then optional stages.
 #   bash scripts/device_sm90.sh [STAGES]
-# STAGES: comma-separated from build,smoke,test,alltest,tune,sanitize,decode,bench (default
-# build,smoke,test). test runs the ctest names matching TEST_FILTER (default the sm90 ones);
+# STAGES: comma-separated from build,smoke,test,alltest,tune,sanitize,decodecheck,decode,bench
+# (default build,smoke,test). test runs the ctest names matching TEST_FILTER (default the sm90 ones);
 # tune runs tools/tune_sm90 (TUNE_SEQLENS, default 4096 16384); decode runs flash-decode's tests
 # under compute-sanitizer and the decode benchmark (scripts/device_python.sh install,decode with
-# DECODE_ARGS).
+# DECODE_ARGS); decodecheck runs only the sanitizer part.
 # Logs go to $OUT (or ./device-out). Prepare the carried GoogleTest first: scripts/prepare_device.sh.
 set -uo pipefail
 stages=${1:-build,smoke,test}
@@ -94,7 +94,7 @@ if has sanitize; then
   note "sanitizer: $(grep -c 'rc=0$' "$out/sanitizer.log") of $(grep -c '^== ' "$out/sanitizer.log") clean in $(( $(date +%s) - start )) s"
 fi
 
-if has decode; then
+if has decode || has decodecheck; then
   start=$(date +%s)
   kv_test=build-device/tests/cuda_gpu_kv_cache_test
   for tool in memcheck racecheck synccheck; do
@@ -106,6 +106,8 @@ if has decode; then
     [ $rc -eq 0 ] || note "decode sanitizer FAILED: $tool rc=$rc"
   done
   note "decode sanitizer: $(grep -c 'rc=0$' "$out/decode-sanitizer.log") of 3 clean in $(( $(date +%s) - start )) s"
+fi
+if has decode; then
   # The benchmark itself: device_python.sh's install and decode stages, into the same $OUT.
   # shellcheck disable=SC2086
   OUT="$out" bash scripts/device_python.sh install,decode ${DECODE_ARGS:-}
