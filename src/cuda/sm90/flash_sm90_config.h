@@ -62,8 +62,8 @@ struct Sm90Config {
   static constexpr int kVOffset = kKOffset + kStages * kKvTileBytes;      // [kStages]
   static constexpr int kBarOffset = kVOffset + kStages * kKvTileBytes;
   // mbarriers: q_full, k_full[kStages], v_full[kStages], k_empty[kStages], v_empty[kStages],
-  // q_empty, 8 bytes each.
-  static constexpr int kBarBytes = 8 * (2 + 4 * kStages);
+  // q_empty, 8 bytes each; then the round's work tile (8 bytes, 4 used).
+  static constexpr int kBarBytes = 8 * (3 + 4 * kStages);
   static constexpr int kAlignSlack = 1024;  // the dynamic base rounded up to the swizzle atom
   static constexpr int kSmemBytes = kBarOffset + kBarBytes + kAlignSlack;
 
