@@ -18,14 +18,4 @@ __device__ __forceinline__ void named_barrier_arrive(int id, int threads) {
   asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
 }
 
-// The same two from divergent code (one elected lane, as flash-sm90's producer is): the
-// non-aligned barrier.cta forms. The executing lane first waits for the non-exited lanes of its
-// warp; the warp's arrival then counts 32 threads, as with the aligned forms.
-__device__ __forceinline__ void named_barrier_sync_lane(int id, int threads) {
-  asm volatile("barrier.cta.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
-}
-__device__ __forceinline__ void named_barrier_arrive_lane(int id, int threads) {
-  asm volatile("barrier.cta.arrive %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
-}
-
 }  // namespace flashattn::cuda::ptx

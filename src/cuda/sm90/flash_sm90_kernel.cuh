@@ -84,13 +84,6 @@ namespace sm90 {
 constexpr int kVTailBarrier = 1;
 constexpr int kEpilogueBarrier = 2;  // + c: consumer warpgroup c (kStagedEpilogue)
 constexpr int kTurnBarrier = 4;
-// The round's work tile in tile_slot: kTileFullBarrier once the producer has written it (the
-// producer lane and both consumer warpgroups), kTileEmptyBarrier once the consumers have read it.
-// Named barriers rather than q_full / q_empty: ordinary shared-memory stores and loads ordered by
-// an mbarrier are correct too (its arrive releases, its wait acquires), but racecheck does not
-// see that order and reports them as a race.
-constexpr int kTileFullBarrier = 6;
-constexpr int kTileEmptyBarrier = 7;
 
 // An mbarrier wait that traps after about a second (2^31 cycles) instead of hanging the GPU: a
 // phase that never completes (a wrong byte count or parity) then fails the launch with an error.
@@ -194,7 +187,8 @@ struct Smem {
     return bar(1 + 3 * Cfg::kStages + s);
   }
   __device__ __forceinline__ std::uint32_t q_empty() const { return bar(1 + 4 * Cfg::kStages); }
-  // The work tile of the current Q round (tiles when the block is done): kTileFullBarrier.
+  // The work tile of the current Q round (tiles() when the block is done), written by the
+  // producer before it arrives on q_full and read by the consumers after their wait on it.
   __device__ __forceinline__ std::uint32_t tile_slot() const { return bar(2 + 4 * Cfg::kStages); }
 };
 
@@ -224,9 +218,8 @@ __device__ __forceinline__ void produce(const KernelArgs& args, const Smem<Cfg>&
   // Work tile k is Q round k (q_full / q_empty phase k); a varlen tile past its sequence's rows
   // completes its round without a load (one parity for both roles and no count to carry: the
   // consumers, at 240 registers, spilled holding one).
-  // Each round's tile goes to the consumers through tile_slot (kTileFullBarrier); the round
-  // whose tile is past the last one ends their loop too.
-  constexpr int kTileThreads = 32 + Cfg::kConsumers * Cfg::kWarpgroup;
+  // Each round's tile is published in tile_slot before q_full's arrival; the round whose tile
+  // is past the last one ends the consumers' loop too.
   int k = 0;
   for (;; ++k) {
     // Block index and grid size read afresh (special_regs.cuh): held across the loop, what
@@ -238,12 +231,13 @@ __device__ __forceinline__ void produce(const KernelArgs& args, const Smem<Cfg>&
       next = k == 0 ? ptx::block_index_x() : atomicAdd(work.tile_counter, 1u) + ptx::grid_dim_x();
     }
     const unsigned tiles = static_cast<unsigned>(work.tiles);
-    if (k > 0) ptx::named_barrier_sync_lane(kTileEmptyBarrier, kTileThreads);
+    if (k > 0) wait_or_trap(sm.q_empty(), (k - 1) & 1);  // the consumers are done with tile_slot
     ptx::st_shared_u32(sm.tile_slot(), next < tiles ? next : tiles);
-    ptx::named_barrier_arrive_lane(kTileFullBarrier, kTileThreads);
-    if (next >= tiles) break;
+    if (next >= tiles) {
+      ptx::mbarrier_arrive(sm.q_full());
+      break;
+    }
     const int tile = static_cast<int>(next);
-    if (k > 0) wait_or_trap(sm.q_empty(), (k - 1) & 1);
     int q_row, h, h_kv, k_row0, n_first, n_end, tma_batch;
     {
       const BlockCoords c = block_coords<Cfg, kVariants>(args, work, tile);
@@ -291,7 +285,6 @@ __device__ __forceinline__ void produce(const KernelArgs& args, const Smem<Cfg>&
     wait_or_trap(sm.k_empty(r.stage), r.parity ^ 1);
     wait_or_trap(sm.v_empty(r.stage), r.parity ^ 1);
   }
-  if (k > 0) wait_or_trap(sm.q_empty(), (k - 1) & 1);
 }
 
 // Zeroes rows [row_begin, kBlockN) of a V tile (all column blocks), from the 256 consumer
@@ -349,12 +342,11 @@ __device__ __forceinline__ void issue_pv(float (&o)[Cfg::kPvSplits][Cfg::kPvN / 
 }
 
 // One consumer warpgroup on one work tile: 64 query rows through every key tile, then the
-// output. q_round: the work tile's Q load (its q_full phase); ring: the ring position of its
-// first key tile.
+// output, once the caller has waited for the work tile's Q (q_full). ring: the ring position
+// of its first key tile.
 template <typename T, class Cfg, bool kVariants>
 __device__ __forceinline__ void consume(const KernelArgs& args, const Smem<Cfg>& sm,
-                                        const BlockCoords& c, int consumer, int q_round,
-                                        int ring) {
+                                        const BlockCoords& c, int consumer, int ring) {
   constexpr int kBlockN = Cfg::kBlockN, kNTiles = Cfg::kNTiles, kDTiles = Cfg::kDTiles;
   // The consumer thread index, read afresh for each work tile (special_regs.cuh): held across
   // the work-tile loop, the lane's row was the one value the variant kernel spilled.
@@ -393,13 +385,14 @@ __device__ __forceinline__ void consume(const KernelArgs& args, const Smem<Cfg>&
 
   // Q rows of this warpgroup: 64 rows into each 128-row column block, 1024-aligned.
   const std::uint64_t q_desc = ptx::sw128_k_major_desc(sm.q() + wg_row * Cfg::kRowBytes);
-  // Every round waits for its Q (also without key tiles: a skipped wait would let the next
-  // round's wait pass on this round's phase) and hands Q back once its last S is computed, so
-  // the producer loads the next work tile's Q during this one's last P V and epilogue; with
-  // kStagedEpilogue, whose O passes through Q's shared memory, only after the epilogue.
+  // The caller has waited for this round's Q (q_full). Q goes back once the last S is computed,
+  // so the producer loads the next work tile's Q during this one's last P V and epilogue; with
+  // kStagedEpilogue, whose O passes through Q's shared memory, only after the epilogue. Each
+  // warp's lanes have read the round's tile_slot before its arrival on q_empty (__syncwarp),
+  // after which the producer rewrites it.
   constexpr bool kStaged = Cfg::kStagedEpilogue;
-  wait_or_trap(sm.q_full(), q_round & 1);
   auto release_q = [&] {
+    __syncwarp();
     if (lane == 0) ptx::mbarrier_arrive(sm.q_empty());
   };
   auto release_q_early = [&] {
@@ -657,19 +650,19 @@ flash_sm90_kernel(const __grid_constant__ KernelArgs args,
     // One loop counter (the tile is rederived from it): the variant kernel's consumers sit at
     // their 240-register limit, and the second counter spilled.
     for (int k = 0;; ++k) {
-      constexpr int kTileThreads = 32 + Cfg::kConsumers * Cfg::kWarpgroup;
-      ptx::named_barrier_sync(sm90::kTileFullBarrier, kTileThreads);
+      // Every round waits for its q_full, also without key tiles: a skipped wait would let the
+      // next round's wait pass on this round's phase.
+      sm90::wait_or_trap(sm.q_full(), k & 1);
       const unsigned next = ptx::ld_shared_u32(sm.tile_slot());
       if (next >= static_cast<unsigned>(work.tiles)) break;
-      ptx::named_barrier_arrive(sm90::kTileEmptyBarrier, kTileThreads);
       const int tile = static_cast<int>(next);
       const sm90::BlockCoords c = sm90::block_coords<Cfg, kVariants>(args, work, tile);
       if (kVariants && c.m0 >= c.seqlen_q) {  // varlen: past the sequence's rows (produce)
-        sm90::wait_or_trap(sm.q_full(), k & 1);
+        __syncwarp();
         if (tid % 32 == 0) ptx::mbarrier_arrive(sm.q_empty());
         continue;
       }
-      sm90::consume<T, Cfg, kVariants>(args, sm, c, warpgroup - 1, k, ring);
+      sm90::consume<T, Cfg, kVariants>(args, sm, c, warpgroup - 1, ring);
       ring += c.n_end - c.n_first;
     }
     return;
