@@ -187,8 +187,8 @@ struct Smem {
     return bar(1 + 3 * Cfg::kStages + s);
   }
   __device__ __forceinline__ std::uint32_t q_empty() const { return bar(1 + 4 * Cfg::kStages); }
-  // The work tile of the current Q round (tiles() when the block is done), written by the
-  // producer before it arrives on q_full and read by the consumers after their wait on it.
+  // The work tile of the current Q round (tiles when the block is done), written by the producer
+  // before it arrives on q_full and read by lane 0 of each consumer warp after its wait on it.
   __device__ __forceinline__ std::uint32_t tile_slot() const { return bar(2 + 4 * Cfg::kStages); }
 };
 
@@ -387,12 +387,9 @@ __device__ __forceinline__ void consume(const KernelArgs& args, const Smem<Cfg>&
   const std::uint64_t q_desc = ptx::sw128_k_major_desc(sm.q() + wg_row * Cfg::kRowBytes);
   // The caller has waited for this round's Q (q_full). Q goes back once the last S is computed,
   // so the producer loads the next work tile's Q during this one's last P V and epilogue; with
-  // kStagedEpilogue, whose O passes through Q's shared memory, only after the epilogue. Each
-  // warp's lanes have read the round's tile_slot before its arrival on q_empty (__syncwarp),
-  // after which the producer rewrites it.
+  // kStagedEpilogue, whose O passes through Q's shared memory, only after the epilogue.
   constexpr bool kStaged = Cfg::kStagedEpilogue;
   auto release_q = [&] {
-    __syncwarp();
     if (lane == 0) ptx::mbarrier_arrive(sm.q_empty());
   };
   auto release_q_early = [&] {
@@ -653,12 +650,16 @@ flash_sm90_kernel(const __grid_constant__ KernelArgs args,
       // Every round waits for its q_full, also without key tiles: a skipped wait would let the
       // next round's wait pass on this round's phase.
       sm90::wait_or_trap(sm.q_full(), k & 1);
-      const unsigned next = ptx::ld_shared_u32(sm.tile_slot());
+      // Lane 0 of each warp reads tile_slot, and it is the lane that arrives on q_empty later:
+      // an arrive releases only the arriving thread's accesses, so another lane's read would
+      // race with the producer's next write (the PTX memory model; racecheck reports it).
+      unsigned next = 0;
+      if (tid % 32 == 0) next = ptx::ld_shared_u32(sm.tile_slot());
+      next = __shfl_sync(0xffffffffu, next, 0);
       if (next >= static_cast<unsigned>(work.tiles)) break;
       const int tile = static_cast<int>(next);
       const sm90::BlockCoords c = sm90::block_coords<Cfg, kVariants>(args, work, tile);
       if (kVariants && c.m0 >= c.seqlen_q) {  // varlen: past the sequence's rows (produce)
-        __syncwarp();
         if (tid % 32 == 0) ptx::mbarrier_arrive(sm.q_empty());
         continue;
       }
