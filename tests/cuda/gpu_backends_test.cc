@@ -101,6 +101,9 @@ std::vector<GpuCase> grid(bool full) {
       // 8 x 16 x 3 = 384 tiles of 128 query rows: a persistent grid of 132 blocks takes each
       // block through 3 rounds (flash-sm90: TileScheduler::dealt), causal and not.
       cases.push_back({backend, testing::dense(8, 16, 4, 300, 300, 128, dt, dt == DType::kFP16)});
+      // The shape of the v6 trial's slow cell (d128 causal 512, docs/performance.md), smaller:
+      // 16 x 8 x 4 = 512 tiles of 1-3 key tiles, longest first over 2 sections of 64 pairs.
+      cases.push_back({backend, testing::dense(16, 8, 8, 512, 512, 128, dt, true)});
       cases.push_back({backend, testing::dense(2, 4, 2, 239, 339, 128, dt, false), InputLayout::kStridedBHSD});
       cases.push_back({backend, testing::dense(2, 4, 4, 339, 239, 64, dt, true), InputLayout::kPaddedHeads});
       cases.push_back({backend, testing::dense(1, 4, 4, 203, 203, 64, dt, false), InputLayout::kContiguous,

@@ -1,7 +1,8 @@
 // flash-decode (the GPU KV-cache backend) against the float64 reference, through the verifier's
 // rule (verifier::judge, docs/testing.md) with the float32 CPU naive algorithm as the baseline:
 // contiguous and paged caches (pages 16, 64, 256), ragged cache_seqlens including 0, appended
-// tokens (the cache's new rows checked bit for bit), GQA ratios 1 to 8, causal, every split count
+// tokens (the cache's new rows checked bit for bit; up to 16 appended by the attention kernel,
+// 37 by the append kernel), GQA ratios 1 to 8, causal, every split count
 // from 1 to more splits than key tiles, the variants, rows without keys; paged equals contiguous
 // bit for bit at the same split count; CUDA-graph replay equals eager.
 #include <gtest/gtest.h>
@@ -294,6 +295,11 @@ std::vector<KvCase> cases() {
   add("bf16_window_softcap_alibi_sinks", [](KvCase& c) {
     c.window_left = 256; c.softcap = 30.0f; c.alibi = true; c.sinks = true; c.seqlen_q = 2;
     c.seqlen_new = 2; c.causal = true; c.num_splits = 5; });
+  // The fused append (up to kFusedAppendMax new tokens, written by the attention kernel): new
+  // rows across 16-key groups, pages of 16 and key tiles of 64, read by three splits.
+  add("bf16_paged16_append16_unaligned_splits3", [](KvCase& c) {
+    c.page_size = 16; c.capacity = 1280; c.cache_seqlens = {15, 55, 1001}; c.seqlen_q = 16;
+    c.seqlen_new = 16; c.causal = true; c.num_splits = 3; });
   add("bf16_rows_without_keys", [](KvCase& c) {
     c.cache_seqlens = {0, 0, 9}; c.seqlen_new = 0; c.num_splits = 3; c.sinks = false; });
   add("bf16_sinks_rows_without_keys", [](KvCase& c) {

@@ -217,7 +217,9 @@ TEST_P(GpuGraphTest, CapturedForwardReplaysIdentically) {
   make_run(c.varlen ? all_variants_varlen() : all_variants_dense(), &r);
   std::size_t bytes = 0;
   ASSERT_TRUE(workspace_bytes(r.params, c.backend, &bytes).ok());
-  EXPECT_EQ(bytes > 0, std::string(c.backend) == "naive");
+  // naive: its S matrix; flash-sm90: the tile counter of its persistent grid (these problems
+  // have a window, so their tiles differ in cost).
+  EXPECT_EQ(bytes > 0, std::string(c.backend) == "naive" || std::string(c.backend) == "flash-sm90");
   cuda::DeviceBuffer ws;
   ASSERT_TRUE(ws.allocate(bytes, "test workspace").ok());
   ForwardParams p = r.params;

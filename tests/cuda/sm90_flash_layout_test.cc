@@ -85,6 +85,22 @@ TEST(Sm90FlashLayout, ConfigsFit) {
   check_config<Sm90ConfigFor<128>::type>();
   check_config<Sm90ConfigFor<192>::type>();
   check_config<Sm90Config<256, 64, 2>>();
+  check_config<Sm90ShortConfigFor<64>::type>();
+}
+
+// The short-key shape wins where the wide tile's last tile is mostly empty, not at 4k and up.
+TEST(Sm90FlashLayout, ShortTilesForShortKeyRanges) {
+  using Long = Sm90ConfigFor<64>::type;
+  using Short = Sm90ShortConfigFor<64>::type;
+  EXPECT_EQ(Long::kBlockN, 192);
+  EXPECT_EQ(Short::kBlockN, 128);
+  for (long long sk : {128, 512, 1024}) {
+    EXPECT_TRUE(sm90_short_tiles_pay(sk, Long::kBlockN, Short::kBlockN)) << sk;
+  }
+  for (long long sk : {192, 384, 2048, 4096, 16384, 65536}) {
+    EXPECT_FALSE(sm90_short_tiles_pay(sk, Long::kBlockN, Short::kBlockN)) << sk;
+  }
+  EXPECT_FALSE(sm90_short_tiles_pay(1024, 176, 176));  // one shape: nothing to pick
 }
 
 }  // namespace

@@ -68,6 +68,11 @@ void run_cell(const std::vector<Candidate>& cands, std::int64_t seqlen, bool cau
   p.causal = causal;
   check(forward(p, "flash"), "reference (flash backend)");
   p.out = out.view();
+  // A workspace for every candidate (flash-sm90's tile counter, for causal tiles: 16 bytes).
+  cuda::DeviceBuffer workspace;
+  check(workspace.allocate(1024, "candidates' workspace"), "workspace");
+  p.workspace = workspace.data();
+  p.workspace_size = workspace.bytes();
 
   bench::L2Flusher flusher;
   check(flusher.init(0), "L2 flusher");

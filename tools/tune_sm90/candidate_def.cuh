@@ -10,8 +10,8 @@ namespace flashattn::tune {
 
 template <class Cfg>
 Status launch_sm90(const ForwardParams& p, cudaStream_t stream) {
-  return cuda::launch_flash_sm90_config<__nv_bfloat16, Cfg>(cuda::kernel_args_of(p),
-                                                            cuda::sm90_extents(p), stream);
+  return cuda::launch_flash_sm90_config<__nv_bfloat16, Cfg>(
+      cuda::kernel_args_of(p), cuda::sm90_extents(p), static_cast<unsigned*>(p.workspace), stream);
 }
 
 template <class Cfg>

@@ -1,5 +1,6 @@
-// What a flash-decode attention block works on and where its finished rows go, for both kernels
-// (decode_kernel.cuh on CUDA cores, decode_mma_kernel.cuh on tensor cores).
+// What a flash-decode attention block works on, where its finished rows go, and the copy of a
+// new token into the cache, for both kernels (decode_kernel.cuh on CUDA cores,
+// decode_mma_kernel.cuh on tensor cores, which also appends).
 #pragma once
 
 #include <cstdint>
@@ -81,6 +82,33 @@ __device__ __forceinline__ void decode_finish_row(const KernelArgs& a, const Dec
   const std::int64_t row = decode_part_row(a, s_idx, b, i, h);
   if (c < a.head_dim) *reinterpret_cast<float4*>(split.o_part + row * a.head_dim + c) = v;
   if (lse_writer) split.lse_part[row] = res.lse;
+}
+
+// Copies new token t of kv head h of sequence b into the cache: row cache_seqlens[b] + t of K
+// and V (AttentionArgs::kv_offset: contiguous or through the block table), threads `lane` of
+// `lanes` taking 16 bytes per step. Exact copies; a row past the cache's capacity or on a page
+// outside the cache is not written (DecodeBounds).
+template <typename T>
+__device__ __forceinline__ void decode_append_row(const KernelArgs& args, const DecodeNewTokens& nt,
+                                                  const DecodeBounds& bounds, std::int64_t b,
+                                                  std::int64_t t, std::int64_t h, int lane,
+                                                  int lanes) {
+  const std::int64_t key = static_cast<std::int64_t>(args.cache_seqlens[b]) + t;
+  if (key < 0 || key >= bounds.capacity) return;  // a cache_seqlens past the cache: not written
+  const std::int64_t k_at = args.kv_offset(args.k_stride, b, key, h, bounds.num_pages);
+  const std::int64_t v_at = args.kv_offset(args.v_stride, b, key, h, bounds.num_pages);
+  if (k_at < 0 || v_at < 0) return;  // a page outside the cache
+  const T* k_src = static_cast<const T*>(nt.k) + b * nt.k_stride[0] + t * nt.k_stride[1] +
+                   h * nt.k_stride[2];
+  const T* v_src = static_cast<const T*>(nt.v) + b * nt.v_stride[0] + t * nt.v_stride[1] +
+                   h * nt.v_stride[2];
+  T* k_dst = static_cast<T*>(const_cast<void*>(args.k)) + k_at;
+  T* v_dst = static_cast<T*>(const_cast<void*>(args.v)) + v_at;
+  constexpr int kVec = kVecElems<T>;
+  for (int c = lane * kVec; c < args.head_dim; c += lanes * kVec) {
+    *reinterpret_cast<uint4*>(k_dst + c) = *reinterpret_cast<const uint4*>(k_src + c);
+    *reinterpret_cast<uint4*>(v_dst + c) = *reinterpret_cast<const uint4*>(v_src + c);
+  }
 }
 
 }  // namespace flashattn::cuda

@@ -61,29 +61,13 @@ struct DecodeTraits {
   static_assert(kThreads % kColGroups == 0 && kRows % kRowGroupsO == 0, "PV mapping");
 };
 
-// Copies the new tokens into the cache: block (token t, kv head h; batch entry b) writes row
-// cache_seqlens[b] + t of head h of K and V (AttentionArgs::kv_offset: contiguous or through the
-// block table). Exact copies, 16 bytes per thread and step.
+// The append as a kernel of its own (float32 calls, and appends longer than kFusedAppendMax
+// tokens): block (token t, kv head h; batch entry b), 64 threads.
 template <typename T>
 __global__ void decode_append_kernel(KernelArgs args, DecodeNewTokens nt, DecodeBounds bounds) {
   const std::int64_t t = blockIdx.x / args.kv_heads, h = blockIdx.x % args.kv_heads;
-  const std::int64_t b = blockIdx.y;
-  const std::int64_t key = static_cast<std::int64_t>(args.cache_seqlens[b]) + t;
-  if (key < 0 || key >= bounds.capacity) return;  // a cache_seqlens past the cache: not written
-  const std::int64_t k_at = args.kv_offset(args.k_stride, b, key, h, bounds.num_pages);
-  const std::int64_t v_at = args.kv_offset(args.v_stride, b, key, h, bounds.num_pages);
-  if (k_at < 0 || v_at < 0) return;  // a page outside the cache
-  const T* k_src = static_cast<const T*>(nt.k) + b * nt.k_stride[0] + t * nt.k_stride[1] +
-                   h * nt.k_stride[2];
-  const T* v_src = static_cast<const T*>(nt.v) + b * nt.v_stride[0] + t * nt.v_stride[1] +
-                   h * nt.v_stride[2];
-  T* k_dst = static_cast<T*>(const_cast<void*>(args.k)) + k_at;
-  T* v_dst = static_cast<T*>(const_cast<void*>(args.v)) + v_at;
-  constexpr int kVec = kVecElems<T>;
-  for (int c = threadIdx.x * kVec; c < args.head_dim; c += blockDim.x * kVec) {
-    *reinterpret_cast<uint4*>(k_dst + c) = *reinterpret_cast<const uint4*>(k_src + c);
-    *reinterpret_cast<uint4*>(v_dst + c) = *reinterpret_cast<const uint4*>(v_src + c);
-  }
+  decode_append_row<T>(args, nt, bounds, blockIdx.y, t, h, static_cast<int>(threadIdx.x),
+                       static_cast<int>(blockDim.x));
 }
 
 // Rows [0, rows) of a key tile (keys n0 ..) of kv head h into smem as float; keys at or past

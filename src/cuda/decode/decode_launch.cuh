@@ -1,4 +1,5 @@
-// launch_decode (decode.h): the append, the split-KV attention and the merge, in stream order.
+// launch_decode (decode.h): the append (a kernel of its own, or fused into the tensor-core
+// attention: kFusedAppendMax), the split-KV attention and the merge, in stream order.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -18,16 +19,20 @@ Status launch_decode(const KernelArgs& args, const DecodeNewTokens& new_tokens,
   // 16-bit inputs run on tensor cores; float32 on CUDA cores.
   constexpr bool kMma = !std::is_same_v<T, float>;
   using Tr = std::conditional_t<kMma, DecodeMmaTraits<kD>, DecodeTraits<kD>>;
-  if (args.seqlen_new > 0 && args.kv_heads > 0 && args.batch > 0) {
+  const std::int64_t group = args.kv_heads > 0 ? args.heads / args.kv_heads : 0;
+  const std::int64_t chunks = (args.seqlen_q * group + Tr::kRows - 1) / Tr::kRows;
+  const bool any_block = args.batch > 0 && chunks > 0 && args.kv_heads > 0;
+  // The tensor-core kernel appends short runs of new tokens itself (kFusedAppendMax).
+  const bool fused = kMma && any_block && args.seqlen_new > 0 &&
+                     args.seqlen_new <= kFusedAppendMax;
+  if (args.seqlen_new > 0 && args.kv_heads > 0 && args.batch > 0 && !fused) {
     const dim3 grid(static_cast<unsigned>(args.seqlen_new * args.kv_heads),
                     static_cast<unsigned>(args.batch));
     decode_append_kernel<T><<<grid, 64, 0, stream>>>(args, new_tokens, split.bounds);
     const Status st = check_launch("decode_append_kernel");
     if (!st.ok()) return st;
   }
-  const std::int64_t group = args.kv_heads > 0 ? args.heads / args.kv_heads : 0;
-  const std::int64_t chunks = (args.seqlen_q * group + Tr::kRows - 1) / Tr::kRows;
-  if (args.batch == 0 || chunks == 0 || args.kv_heads == 0) return Status::Ok();  // no row
+  if (!any_block) return Status::Ok();  // no row
   auto kernel = [] {
     if constexpr (kMma) return decode_mma_kernel<T, kD>;
     else return decode_attention_kernel<T, kD>;
@@ -37,7 +42,12 @@ Status launch_decode(const KernelArgs& args, const DecodeNewTokens& new_tokens,
       "flash-decode: cudaFuncSetAttribute(max dynamic shared memory)");
   const dim3 grid(static_cast<unsigned>(split.splits * chunks * args.kv_heads),
                   static_cast<unsigned>(args.batch));
-  kernel<<<grid, Tr::kThreads, Tr::kSmemBytes, stream>>>(args, split);
+  if constexpr (kMma) {
+    kernel<<<grid, Tr::kThreads, Tr::kSmemBytes, stream>>>(
+        args, split, fused ? new_tokens : DecodeNewTokens{});
+  } else {
+    kernel<<<grid, Tr::kThreads, Tr::kSmemBytes, stream>>>(args, split);
+  }
   const Status st = check_launch("decode_attention_kernel");
   if (!st.ok() || split.splits == 1) return st;  // one split wrote out / lse itself
   const std::int64_t rows = args.batch * args.seqlen_q * args.heads;  // < 2^31: supports()

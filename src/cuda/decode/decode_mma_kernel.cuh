@@ -20,6 +20,10 @@
 //
 // One split: O / l and the LSE (sink included) go to out and lse. More: each split writes its
 // float32 partial O (normalized) and LSE (no sink) to the workspace for decode_combine_kernel.
+//
+// New tokens (up to kFusedAppendMax) are appended here rather than by a kernel of their own:
+// every block reads the keys from cache_seqlens[b] on from the new k / v, and block (split 0,
+// chunk 0) of each (sequence, kv head) writes them into the cache.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -103,9 +107,17 @@ struct DecodeKvRows {
   std::uint32_t page_size;
   std::int64_t num_pages;
   std::int64_t seqlen_k;
+  // The fused append (DecodeNewTokens given): keys from cache_len on are the new tokens, read
+  // from new_k / new_v (token 0 of (b, hk)) instead of the cache, which this call writes at the
+  // same time. Without: cache_len is past every key.
+  std::int64_t cache_len;
+  const unsigned char* new_k;
+  const unsigned char* new_v;
+  std::int64_t new_k_row_bytes, new_v_row_bytes;
 
   __device__ __forceinline__ static DecodeKvRows make(const KernelArgs& a,
-                                                      const DecodeBounds& bd, std::int64_t b,
+                                                      const DecodeBounds& bd,
+                                                      const DecodeNewTokens& nt, std::int64_t b,
                                                       std::int64_t hk, std::int64_t seqlen_k) {
     constexpr std::int64_t kElem = 2;  // bf16 / fp16
     DecodeKvRows r;
@@ -122,6 +134,16 @@ struct DecodeKvRows {
     r.page_size = static_cast<std::uint32_t>(paged ? a.page_size : 0);
     r.num_pages = bd.num_pages;
     r.seqlen_k = seqlen_k;
+    // cache_seqlens[b] as given (even negative: key cache_len + t holds new token t, as the
+    // append kernel would have written it, for every key >= 0).
+    r.cache_len = nt.k != nullptr ? static_cast<std::int64_t>(a.cache_seqlens[b])
+                                  : std::int64_t{1} << 62;
+    r.new_k = static_cast<const unsigned char*>(nt.k) +
+              (b * nt.k_stride[0] + hk * nt.k_stride[2]) * kElem;
+    r.new_v = static_cast<const unsigned char*>(nt.v) +
+              (b * nt.v_stride[0] + hk * nt.v_stride[2]) * kElem;
+    r.new_k_row_bytes = nt.k_stride[1] * kElem;
+    r.new_v_row_bytes = nt.v_stride[1] * kElem;
     return r;
   }
 
@@ -158,24 +180,34 @@ __device__ __forceinline__ void decode_issue_tile(const DecodeKvRows& kv, bool c
 #pragma unroll
   for (int m = 0; m < kGroups; ++m) {
     const unsigned char *k_src = nullptr, *v_src = nullptr;
+    const std::int64_t key16 = n0 + 16 * m;
     bool ok = chunk_ok && 16 * m < keys_left;
-    if (ok) ok = kv.group(n0 + 16 * m, &k_src, &v_src);
+    if (ok) ok = kv.group(key16, &k_src, &v_src);
+    // A group holding new tokens (the fused append; uniform over the block): those rows come
+    // from the new k / v. Their page must still be in the cache (else zeros, as when the append
+    // kernel skipped the row and the attention read the page as zeros).
+    const bool fresh = key16 + 16 > kv.cache_len;
 #pragma unroll
     for (int k = 0; k < kRowsPerGroup; ++k) {
       const int row_in_group = r + k * Tr::kRowsPerCopy, row = 16 * m + row_in_group;
       const bool valid = ok && row < keys_left;
       const std::uint32_t dst = sm80::swizzle<Tr>(row, c);
-      ptx::cp_async_16(k_smem + dst, valid ? k_src + row_in_group * kv.k_row_bytes + 16 * c : kv.k_head,
-                       valid);
-      ptx::cp_async_16(v_smem + dst, valid ? v_src + row_in_group * kv.v_row_bytes + 16 * c : kv.v_head,
-                       valid);
+      const unsigned char* k_row = k_src + row_in_group * kv.k_row_bytes;
+      const unsigned char* v_row = v_src + row_in_group * kv.v_row_bytes;
+      if (fresh && key16 + row_in_group >= kv.cache_len) {
+        const std::int64_t t = key16 + row_in_group - kv.cache_len;
+        k_row = kv.new_k + t * kv.new_k_row_bytes;
+        v_row = kv.new_v + t * kv.new_v_row_bytes;
+      }
+      ptx::cp_async_16(k_smem + dst, valid ? k_row + 16 * c : kv.k_head, valid);
+      ptx::cp_async_16(v_smem + dst, valid ? v_row + 16 * c : kv.v_head, valid);
     }
   }
 }
 
 template <typename T, int kD>
 __global__ void __launch_bounds__(DecodeMmaTraits<kD>::kThreads, 2)
-decode_mma_kernel(KernelArgs args, DecodeSplit split) {
+decode_mma_kernel(KernelArgs args, DecodeSplit split, DecodeNewTokens nt) {
   using Tr = DecodeMmaTraits<kD>;
   constexpr int kRows = Tr::kRows, kBlockN = Tr::kBlockN, kStages = Tr::kStages;
   constexpr int kDSteps = Tr::kDSteps, kDTiles = Tr::kDTiles;
@@ -208,7 +240,7 @@ decode_mma_kernel(KernelArgs args, DecodeSplit split) {
     }
     ptx::cp_async_commit();
   }
-  const DecodeKvRows kv = DecodeKvRows::make(args, split.bounds, b, hk, seq.seqlen_k);
+  const DecodeKvRows kv = DecodeKvRows::make(args, split.bounds, nt, b, hk, seq.seqlen_k);
   const bool chunk_ok = (tid % Tr::kChunks) * 8 < args.head_dim;
   // The ring's first kStages - 1 tiles: one commit group each (empty past the split's tiles, so
   // the group count stays uniform).
@@ -220,6 +252,16 @@ decode_mma_kernel(KernelArgs args, DecodeSplit split) {
       decode_issue_tile<kD>(kv, chunk_ok, (n_begin + j) * kBlockN, slot_k(j), slot_v(j), tid);
     }
     ptx::cp_async_commit();
+  }
+
+  // The fused append: block (split 0, chunk 0) of each (sequence, kv head) writes the new
+  // tokens into the cache while the loads above are in flight. No block reads those cache rows
+  // in this call (the new keys come from nt: DecodeKvRows), so nothing waits for the writes.
+  if (nt.k != nullptr && blk.s_idx == 0 && r0 == 0) {
+    constexpr int kRowsPerPass = Tr::kThreads / Tr::kChunks;
+    for (std::int64_t tok = tid / Tr::kChunks; tok < args.seqlen_new; tok += kRowsPerPass) {
+      decode_append_row<T>(args, nt, split.bounds, b, tok, hk, tid % Tr::kChunks, Tr::kChunks);
+    }
   }
 
   // This lane's two rows, their score mods (ALiBi's slope is per head: rows differ).

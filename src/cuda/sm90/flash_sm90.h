@@ -6,6 +6,7 @@
 #include <cuda_runtime.h>
 
 #include <array>
+#include <cstddef>
 #include <cstdint>
 
 #include "cuda/common/kernel_args.h"
@@ -40,10 +41,20 @@ Status sm90_tensor_map(CUtensorMap* map, const char* name, DType dtype, const vo
 // The three tensors' checks (what cuTensorMapEncodeTiled will require), for supports().
 Status sm90_check_tma(const KernelArgs& a, const Sm90Extents& e);
 
+// Whether the work tiles differ in cost (causal, a window, varlen): the persistent grid then
+// hands them out from a counter (kSm90TileCounterBytes of the backend's workspace, zeroed by the
+// launch on its stream) instead of dealing them out statically.
+inline bool sm90_dynamic_tiles(const KernelArgs& a) {
+  return a.varlen() || a.window_left >= 0 || a.window_right >= 0;
+}
+constexpr std::size_t kSm90TileCounterBytes = 16;
+
 // T is __nv_bfloat16 or __half; kHeadDim one of kSm90HeadDims (its tile shape: Sm90ConfigFor in
-// flash_sm90_config.h). Builds the tensor maps and launches.
+// flash_sm90_config.h). Builds the tensor maps and launches. tile_counter: device memory of
+// kSm90TileCounterBytes when sm90_dynamic_tiles(args), else unused (may be null).
 template <typename T, int kHeadDim>
-Status launch_flash_sm90(const KernelArgs& args, const Sm90Extents& ext, cudaStream_t stream);
+Status launch_flash_sm90(const KernelArgs& args, const Sm90Extents& ext, unsigned* tile_counter,
+                         cudaStream_t stream);
 
 // Ok when this GPU is compute capability 9.x and the kernels have an sm_90a image.
 Status flash_sm90_kernels_available();

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "api/backend.h"
+#include "api/workspace.h"
 #include "cuda/common/runtime.h"
 #include "cuda/sm90/flash_sm90.h"
 
@@ -16,13 +17,13 @@ namespace {
 
 template <typename T>
 Status dispatch_head_dim(const cuda::KernelArgs& a, const cuda::Sm90Extents& e,
-                         cudaStream_t stream) {
+                         unsigned* tile_counter, cudaStream_t stream) {
   switch (a.head_dim) {
-    case 64: return cuda::launch_flash_sm90<T, 64>(a, e, stream);
-    case 96: return cuda::launch_flash_sm90<T, 96>(a, e, stream);
-    case 128: return cuda::launch_flash_sm90<T, 128>(a, e, stream);
-    case 192: return cuda::launch_flash_sm90<T, 192>(a, e, stream);
-    case 256: return cuda::launch_flash_sm90<T, 256>(a, e, stream);
+    case 64: return cuda::launch_flash_sm90<T, 64>(a, e, tile_counter, stream);
+    case 96: return cuda::launch_flash_sm90<T, 96>(a, e, tile_counter, stream);
+    case 128: return cuda::launch_flash_sm90<T, 128>(a, e, tile_counter, stream);
+    case 192: return cuda::launch_flash_sm90<T, 192>(a, e, tile_counter, stream);
+    case 256: return cuda::launch_flash_sm90<T, 256>(a, e, tile_counter, stream);
     default: break;
   }
   return Status(StatusCode::kInternal, "flash-sm90: head dim not dispatched");
@@ -70,11 +71,21 @@ class FlashSm90Backend final : public Backend {
     // What the tensor maps need (strides and addresses: validate() already asks 16 bytes).
     return cuda::sm90_check_tma(cuda::kernel_args_of(p), cuda::sm90_extents(p));
   }
+  // Causal, windowed and varlen problems: the persistent grid's tile counter.
+  std::size_t workspace_bytes(const ForwardParams& p) const override {
+    return cuda::sm90_dynamic_tiles(cuda::kernel_args_of(p)) ? cuda::kSm90TileCounterBytes : 0;
+  }
+  std::string_view workspace_purpose() const override {
+    return "the persistent grid's tile counter, for causal, windowed or varlen problems";
+  }
   Status run(const ForwardParams& p, StreamHandle stream) const override {
+    const Status st = check_workspace(*this, p);
+    if (!st.ok()) return st;
     const cuda::KernelArgs a = cuda::kernel_args_of(p);
     const cuda::Sm90Extents e = cuda::sm90_extents(p);
-    if (p.q.dtype == DType::kBF16) return dispatch_head_dim<__nv_bfloat16>(a, e, stream);
-    return dispatch_head_dim<__half>(a, e, stream);
+    auto* counter = static_cast<unsigned*>(p.workspace);
+    if (p.q.dtype == DType::kBF16) return dispatch_head_dim<__nv_bfloat16>(a, e, counter, stream);
+    return dispatch_head_dim<__half>(a, e, counter, stream);
   }
 };
 

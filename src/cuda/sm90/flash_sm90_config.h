@@ -62,8 +62,8 @@ struct Sm90Config {
   static constexpr int kVOffset = kKOffset + kStages * kKvTileBytes;      // [kStages]
   static constexpr int kBarOffset = kVOffset + kStages * kKvTileBytes;
   // mbarriers: q_full, k_full[kStages], v_full[kStages], k_empty[kStages], v_empty[kStages],
-  // q_empty, 8 bytes each.
-  static constexpr int kBarBytes = 8 * (2 + 4 * kStages);
+  // q_empty, 8 bytes each; then the round's work tile (8 bytes, 4 used).
+  static constexpr int kBarBytes = 8 * (3 + 4 * kStages);
   static constexpr int kAlignSlack = 1024;  // the dynamic base rounded up to the swizzle atom
   static constexpr int kSmemBytes = kBarOffset + kBarBytes + kAlignSlack;
 
@@ -90,5 +90,24 @@ template <> struct Sm90ConfigFor<96>  { using type = Sm90Config<96, 176, 2, true
 template <> struct Sm90ConfigFor<128> { using type = Sm90Config<128, 176, 2, true>; };  // 209 KB
 template <> struct Sm90ConfigFor<192> { using type = Sm90Config<192, 96, 2>; };         // 193 KB
 template <> struct Sm90ConfigFor<256> { using type = Sm90Config<256, 80, 2>; };         // 225 KB
+
+// A second shape for short key ranges, where the wide tile's last, partial tile is a large
+// share of the work: d64's N192 computes 1152 keys for 1024 (v3 with N128 ran d64 1k at 316.4
+// TFLOP/s, v4 with N192 at 286.6). Head dims without one use their Sm90ConfigFor.
+template <int kHeadDim>
+struct Sm90ShortConfigFor { using type = typename Sm90ConfigFor<kHeadDim>::type; };
+template <> struct Sm90ShortConfigFor<64> { using type = Sm90Config<64, 128, 2, true>; };  // 81 KB
+
+// Whether block_n_short keys per tile take less time than block_n_long over seqlen_k keys, by
+// tiles x (keys per tile + kTileCost): kTileCost, a key tile's fixed cost in keys (the wait for
+// S, the row max, the barrier handshakes), fits the tuner's d64 16k pair (N192 431.1 against
+// N128 414.4 TFLOP/s: 20 keys) and then gives +7% for N128 at 1k (measured +10%) and -1.6% at
+// 4k (measured -0.7%).
+constexpr bool sm90_short_tiles_pay(long long seqlen_k, int block_n_long, int block_n_short) {
+  constexpr long long kTileCost = 20;
+  const long long cost_long = (seqlen_k + block_n_long - 1) / block_n_long * (block_n_long + kTileCost);
+  const long long cost_short = (seqlen_k + block_n_short - 1) / block_n_short * (block_n_short + kTileCost);
+  return block_n_short != block_n_long && cost_short < cost_long;
+}
 
 }  // namespace flashattn::cuda

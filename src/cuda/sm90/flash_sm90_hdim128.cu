@@ -5,8 +5,9 @@
 namespace flashattn::cuda {
 
 template Status launch_flash_sm90<__nv_bfloat16, 128>(const KernelArgs&, const Sm90Extents&,
-                                                     cudaStream_t);
-template Status launch_flash_sm90<__half, 128>(const KernelArgs&, const Sm90Extents&, cudaStream_t);
+                                                     unsigned*, cudaStream_t);
+template Status launch_flash_sm90<__half, 128>(const KernelArgs&, const Sm90Extents&, unsigned*,
+                                              cudaStream_t);
 
 // The kernels run only as sm_90a machine code: on compute capability 9.0 (the image is
 // arch-specific), and only when the build compiled it (FLASHATTN_CUDA_ARCHS lists 90a; an

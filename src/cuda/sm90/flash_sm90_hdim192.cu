@@ -5,7 +5,8 @@
 namespace flashattn::cuda {
 
 template Status launch_flash_sm90<__nv_bfloat16, 192>(const KernelArgs&, const Sm90Extents&,
-                                                     cudaStream_t);
-template Status launch_flash_sm90<__half, 192>(const KernelArgs&, const Sm90Extents&, cudaStream_t);
+                                                     unsigned*, cudaStream_t);
+template Status launch_flash_sm90<__half, 192>(const KernelArgs&, const Sm90Extents&, unsigned*,
+                                              cudaStream_t);
 
 }  // namespace flashattn::cuda

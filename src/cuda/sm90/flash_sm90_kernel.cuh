@@ -7,7 +7,8 @@
 // (Cfg::kPingPong) the two consumer warpgroups take turns issuing their products. Version 5: a
 // persistent grid for tiles of equal cost (a block loops over work tiles, one per round:
 // TileScheduler::dealt; the ring position and the Q round carry over), so one tile's epilogue
-// overlaps the next one's Q and K/V loads.
+// overlaps the next one's Q and K/V loads. Version 7: causal, windowed and varlen tiles too,
+// handed out longest first to whichever block is free (a counter in the workspace: Work).
 //
 // Per work tile k (kBlockM = 128 query rows of one (batch, head), the TileScheduler's order):
 //   producer (one lane of warp 0):
@@ -44,9 +45,11 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdint>
 #include <string>
+#include <type_traits>
 
 #include "common/mask_rule.h"
 #include "common/tile_scheduler.h"
@@ -55,6 +58,7 @@
 #include "cuda/attention/score_mod.cuh"
 #include "cuda/common/check.h"
 #include "cuda/common/kernel_args.h"
+#include "cuda/common/runtime.h"
 #include "cuda/common/tensor_map.h"
 #include "cuda/primitives/arch.h"
 #include "cuda/primitives/elect.cuh"
@@ -111,11 +115,18 @@ struct BlockCoords {
 // quotients (heads / kv_heads, the m-block count) live across its tile loop and spilled them.
 // The dense kernel's mask rule (one for every tile) is made there too: its clamps of the window
 // were hoisted and spilled the same way.
+// Tiles of unequal cost (causal, a window, varlen) are handed out dynamically: a block's first
+// tile is its block index, each further one the next value of tile_counter (zeroed before the
+// launch, in the caller's workspace) plus the grid size, so a block that finishes early takes
+// the next tile in the scheduler's order, longest first, as the hardware would hand out blocks,
+// and still overlaps one tile's epilogue with the next one's loads. Tiles of equal cost take
+// the static deal (TileScheduler::dealt) and need no counter (tile_counter null).
 struct Work {
   TileScheduler sched;
   MaskRule32 dense_rule;  // the dense kernel's: (seqlen_q, seqlen_k, no left edge, window_right)
   int tiles;            // sched.tiles(), < 2^31 (the launch checks)
   int group;            // heads / kv_heads
+  unsigned* tile_counter;  // null: the static deal
 };
 
 // kVariants = false: the dense kernel (one sequence per batch entry, no left window edge).
@@ -176,6 +187,9 @@ struct Smem {
     return bar(1 + 3 * Cfg::kStages + s);
   }
   __device__ __forceinline__ std::uint32_t q_empty() const { return bar(1 + 4 * Cfg::kStages); }
+  // The work tile of the current Q round (tiles when the block is done), written by the producer
+  // before it arrives on q_full and read by lane 0 of each consumer warp after its wait on it.
+  __device__ __forceinline__ std::uint32_t tile_slot() const { return bar(2 + 4 * Cfg::kStages); }
 };
 
 // The ring position of the i-th key tile a block streams (counted over all its work tiles).
@@ -204,14 +218,26 @@ __device__ __forceinline__ void produce(const KernelArgs& args, const Smem<Cfg>&
   // Work tile k is Q round k (q_full / q_empty phase k); a varlen tile past its sequence's rows
   // completes its round without a load (one parity for both roles and no count to carry: the
   // consumers, at 240 registers, spilled holding one).
+  // Each round's tile is published in tile_slot before q_full's arrival; the round whose tile
+  // is past the last one ends the consumers' loop too.
   int k = 0;
   for (;; ++k) {
     // Block index and grid size read afresh (special_regs.cuh): held across the loop, what
     // ptxas derived from them spilled the variant kernel's producer at 24 registers.
-    const unsigned dealt = TileScheduler::dealt(k, ptx::block_index_x(), ptx::grid_dim_x());
-    if (dealt >= static_cast<unsigned>(work.tiles)) break;
-    const int tile = static_cast<int>(dealt);
-    if (k > 0) wait_or_trap(sm.q_empty(), (k - 1) & 1);
+    unsigned next;
+    if (work.tile_counter == nullptr) {
+      next = TileScheduler::dealt(k, ptx::block_index_x(), ptx::grid_dim_x());
+    } else {
+      next = k == 0 ? ptx::block_index_x() : atomicAdd(work.tile_counter, 1u) + ptx::grid_dim_x();
+    }
+    const unsigned tiles = static_cast<unsigned>(work.tiles);
+    if (k > 0) wait_or_trap(sm.q_empty(), (k - 1) & 1);  // the consumers are done with tile_slot
+    ptx::st_shared_u32(sm.tile_slot(), next < tiles ? next : tiles);
+    if (next >= tiles) {
+      ptx::mbarrier_arrive(sm.q_full());
+      break;
+    }
+    const int tile = static_cast<int>(next);
     int q_row, h, h_kv, k_row0, n_first, n_end, tma_batch;
     {
       const BlockCoords c = block_coords<Cfg, kVariants>(args, work, tile);
@@ -259,7 +285,6 @@ __device__ __forceinline__ void produce(const KernelArgs& args, const Smem<Cfg>&
     wait_or_trap(sm.k_empty(r.stage), r.parity ^ 1);
     wait_or_trap(sm.v_empty(r.stage), r.parity ^ 1);
   }
-  if (k > 0) wait_or_trap(sm.q_empty(), (k - 1) & 1);
 }
 
 // Zeroes rows [row_begin, kBlockN) of a V tile (all column blocks), from the 256 consumer
@@ -317,12 +342,11 @@ __device__ __forceinline__ void issue_pv(float (&o)[Cfg::kPvSplits][Cfg::kPvN / 
 }
 
 // One consumer warpgroup on one work tile: 64 query rows through every key tile, then the
-// output. q_round: the work tile's Q load (its q_full phase); ring: the ring position of its
-// first key tile.
+// output, once the caller has waited for the work tile's Q (q_full). ring: the ring position
+// of its first key tile.
 template <typename T, class Cfg, bool kVariants>
 __device__ __forceinline__ void consume(const KernelArgs& args, const Smem<Cfg>& sm,
-                                        const BlockCoords& c, int consumer, int q_round,
-                                        int ring) {
+                                        const BlockCoords& c, int consumer, int ring) {
   constexpr int kBlockN = Cfg::kBlockN, kNTiles = Cfg::kNTiles, kDTiles = Cfg::kDTiles;
   // The consumer thread index, read afresh for each work tile (special_regs.cuh): held across
   // the work-tile loop, the lane's row was the one value the variant kernel spilled.
@@ -361,12 +385,10 @@ __device__ __forceinline__ void consume(const KernelArgs& args, const Smem<Cfg>&
 
   // Q rows of this warpgroup: 64 rows into each 128-row column block, 1024-aligned.
   const std::uint64_t q_desc = ptx::sw128_k_major_desc(sm.q() + wg_row * Cfg::kRowBytes);
-  // Every round waits for its Q (also without key tiles: a skipped wait would let the next
-  // round's wait pass on this round's phase) and hands Q back once its last S is computed, so
-  // the producer loads the next work tile's Q during this one's last P V and epilogue; with
+  // The caller has waited for this round's Q (q_full). Q goes back once the last S is computed,
+  // so the producer loads the next work tile's Q during this one's last P V and epilogue; with
   // kStagedEpilogue, whose O passes through Q's shared memory, only after the epilogue.
   constexpr bool kStaged = Cfg::kStagedEpilogue;
-  wait_or_trap(sm.q_full(), q_round & 1);
   auto release_q = [&] {
     if (lane == 0) ptx::mbarrier_arrive(sm.q_empty());
   };
@@ -597,9 +619,10 @@ flash_sm90_kernel(const __grid_constant__ KernelArgs args,
   const sm90::Smem<Cfg> sm{raw + (1024 - raw % 1024) % 1024};  // the swizzle atom's alignment
   const int tid = static_cast<int>(threadIdx.x), warpgroup = tid / Cfg::kWarpgroup;
   // A persistent grid: block i takes one work tile per round in the TileScheduler's order
-  // (TileScheduler::dealt: i, then 2 * gridDim.x - 1 - i, ...), so one tile's epilogue and the
-  // next one's Q and first K/V loads overlap, and no block pays its launch and pipeline fill
-  // again. A grid of one block per tile (varlen) runs one round.
+  // (equal costs: TileScheduler::dealt, i, then 2 * gridDim.x - 1 - i, ...; else the next tile
+  // of Work::tile_counter), so one tile's epilogue and the next one's Q and first K/V loads
+  // overlap, and no block pays its launch and pipeline fill again. The producer publishes each
+  // round's tile in tile_slot.
   if (tid == 0) {
     ptx::mbarrier_init(sm.q_full(), 1);
     ptx::mbarrier_init(sm.q_empty(), Cfg::kConsumers * Cfg::kWarpgroup / 32);
@@ -624,16 +647,23 @@ flash_sm90_kernel(const __grid_constant__ KernelArgs args,
     // One loop counter (the tile is rederived from it): the variant kernel's consumers sit at
     // their 240-register limit, and the second counter spilled.
     for (int k = 0;; ++k) {
-      const unsigned dealt = TileScheduler::dealt(k, blockIdx.x, gridDim.x);
-      if (dealt >= static_cast<unsigned>(work.tiles)) break;
-      const int tile = static_cast<int>(dealt);
+      // Every round waits for its q_full, also without key tiles: a skipped wait would let the
+      // next round's wait pass on this round's phase.
+      sm90::wait_or_trap(sm.q_full(), k & 1);
+      // Lane 0 of each warp reads tile_slot, and it is the lane that arrives on q_empty later:
+      // an arrive releases only the arriving thread's accesses, so another lane's read would
+      // race with the producer's next write (the PTX memory model; racecheck reports it).
+      unsigned next = 0;
+      if (tid % 32 == 0) next = ptx::ld_shared_u32(sm.tile_slot());
+      next = __shfl_sync(0xffffffffu, next, 0);
+      if (next >= static_cast<unsigned>(work.tiles)) break;
+      const int tile = static_cast<int>(next);
       const sm90::BlockCoords c = sm90::block_coords<Cfg, kVariants>(args, work, tile);
       if (kVariants && c.m0 >= c.seqlen_q) {  // varlen: past the sequence's rows (produce)
-        sm90::wait_or_trap(sm.q_full(), k & 1);
         if (tid % 32 == 0) ptx::mbarrier_arrive(sm.q_empty());
         continue;
       }
-      sm90::consume<T, Cfg, kVariants>(args, sm, c, warpgroup - 1, k, ring);
+      sm90::consume<T, Cfg, kVariants>(args, sm, c, warpgroup - 1, ring);
       ring += c.n_end - c.n_first;
     }
     return;
@@ -646,9 +676,39 @@ flash_sm90_kernel(const __grid_constant__ KernelArgs args,
 #endif
 }
 
+// Once per device and kernel: the shared-memory opt-in (cudaFuncSetAttribute) and the blocks
+// resident per SM (the occupancy query); neither changes while the process runs, and the two
+// calls on every launch were host time before the kernel was even queued. Two threads racing on
+// the first launch both set the same attribute and store the same count.
+template <typename T, class Cfg, bool kVariants>
+Status sm90_prepare_kernel(int device, int* per_sm) {
+  constexpr int kMaxDevices = 64;
+  static std::atomic<int> cached[kMaxDevices];  // 0 until prepared, then the blocks per SM
+  if (device >= 0 && device < kMaxDevices) {
+    const int v = cached[device].load(std::memory_order_acquire);
+    if (v > 0) {
+      *per_sm = v;
+      return Status::Ok();
+    }
+  }
+  auto kernel = flash_sm90_kernel<T, Cfg, kVariants>;
+  FA_CUDA_RETURN_IF_ERROR(
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Cfg::kSmemBytes),
+      "flash-sm90: cudaFuncSetAttribute(max dynamic shared memory)");
+  int blocks = 0;
+  FA_CUDA_RETURN_IF_ERROR(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+                              &blocks, kernel, Cfg::kThreads, Cfg::kSmemBytes),
+                          "flash-sm90: cudaOccupancyMaxActiveBlocksPerMultiprocessor");
+  *per_sm = std::max(1, blocks);
+  if (device >= 0 && device < kMaxDevices) {
+    cached[device].store(*per_sm, std::memory_order_release);
+  }
+  return Status::Ok();
+}
+
 template <typename T, class Cfg>
 Status launch_flash_sm90_config(const KernelArgs& args, const Sm90Extents& ext,
-                                cudaStream_t stream) {
+                                unsigned* tile_counter, cudaStream_t stream) {
   // The maps live in this frame until the launch has copied its parameters.
   CUtensorMap q_map{}, k_map{}, v_map{};
   {
@@ -668,11 +728,8 @@ Status launch_flash_sm90_config(const KernelArgs& args, const Sm90Extents& ext,
     k_map = q_map;  // no keys: no block loads a K or V tile (every tile range is empty)
     v_map = q_map;
   }
-  auto kernel = needs_variant_kernel(args) ? flash_sm90_kernel<T, Cfg, true>
-                                                : flash_sm90_kernel<T, Cfg, false>;
-  FA_CUDA_RETURN_IF_ERROR(
-      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Cfg::kSmemBytes),
-      "flash-sm90: cudaFuncSetAttribute(max dynamic shared memory)");
+  const bool variants = needs_variant_kernel(args);
+  auto kernel = variants ? flash_sm90_kernel<T, Cfg, true> : flash_sm90_kernel<T, Cfg, false>;
   const std::int64_t tiles =
       TileScheduler::make(args.batch, args.heads, args.seqlen_q, Cfg::kBlockM).tiles();
   constexpr std::int64_t kMaxGrid = 0x7fffffff;  // grid.x limit
@@ -681,43 +738,66 @@ Status launch_flash_sm90_config(const KernelArgs& args, const Sm90Extents& ext,
                   "flash-sm90: batch * heads * ceil(seqlen_q / " + std::to_string(Cfg::kBlockM) +
                       ") = " + std::to_string(tiles) + " blocks exceeds the grid limit 2^31 - 1");
   }
-  // Tiles of equal cost (no mask edge, no varlen): a persistent grid, one resident block per SM
-  // at most (the smem and the 240-register consumers), dealing out the work tiles round by round
-  // (TileScheduler::dealt) head by head (section 1): the tiles running together are the query
-  // blocks of one or two heads and share their K/V. Tiles of unequal cost (causal, a window,
-  // varlen): one block per tile, which the hardware hands out in the scheduler's order (longest
-  // first) as SMs free up.
-  // Measured on the H200 for causal (docs/performance.md, flash-sm90 v5 and v6): plain
+  // A persistent grid: one resident block per SM at most (the smem and the 240-register
+  // consumers) loops over the work tiles. Tiles of equal cost (no mask edge, no varlen) are
+  // dealt out round by round (TileScheduler::dealt) head by head (section 1): the tiles running
+  // together are the query blocks of one or two heads and share their K/V. Tiles of unequal
+  // cost (causal, a window, varlen; sm90_dynamic_tiles) go longest first over sections of
+  // (batch, head) pairs (TileScheduler::persistent_section) to whichever block is free next
+  // (Work::tile_counter).
+  // Measured on the H200 for causal (docs/performance.md, flash-sm90 v5 to v7): plain
   // round-robin over 132 blocks ran 0.62-0.66x at 16k (1.57x the mean work on the busiest
-  // block); longest first over sections of up to grid / 2 pairs with the deal
-  // (TileScheduler::persistent_section) gained 3-9% at d64 and d256 4k-8k but lost 46% at d128
-  // 512 (unexplained), and no GPU test yet runs causal tiles several rounds deep, so it is off.
-  const bool persistent = !args.varlen() && args.window_left < 0 && args.window_right < 0;
-  int device = 0, sms = 1, per_sm = 1;
+  // block); the static deal over sections gained 6-7% at d128 causal 512-1k over one block per
+  // tile but lost 8% at d256 causal 512 and 2% at d128 causal 16k (blocks left uneven).
+  const bool dynamic = sm90_dynamic_tiles(args);
+  if (dynamic && tile_counter == nullptr) {
+    return Status(StatusCode::kInternal, "flash-sm90: causal, windowed or varlen tiles need "
+                                         "the tile counter (the backend's workspace)");
+  }
+  int device = 0, per_sm = 1;
   FA_CUDA_RETURN_IF_ERROR(cudaGetDevice(&device), "flash-sm90: cudaGetDevice");
-  FA_CUDA_RETURN_IF_ERROR(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device),
-                          "flash-sm90: cudaDeviceGetAttribute(multiprocessor count)");
-  FA_CUDA_RETURN_IF_ERROR(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-                              &per_sm, kernel, Cfg::kThreads, Cfg::kSmemBytes),
-                          "flash-sm90: cudaOccupancyMaxActiveBlocksPerMultiprocessor");
-  const std::int64_t grid =
-      persistent ? std::max<std::int64_t>(1, std::min<std::int64_t>(
-                                                 tiles, static_cast<std::int64_t>(sms) *
-                                                            std::max(1, per_sm)))
-                 : std::max<std::int64_t>(1, tiles);
+  DeviceProps props;
+  {
+    const Status st = device_props(device, &props);
+    if (!st.ok()) return st;
+  }
+  const int sms = std::max(1, props.sm_count);
+  {
+    const Status st = variants ? sm90_prepare_kernel<T, Cfg, true>(device, &per_sm)
+                               : sm90_prepare_kernel<T, Cfg, false>(device, &per_sm);
+    if (!st.ok()) return st;
+  }
+  const std::int64_t grid = std::max<std::int64_t>(
+      1, std::min<std::int64_t>(tiles, static_cast<std::int64_t>(sms) * std::max(1, per_sm)));
+  const std::int64_t section =
+      dynamic ? TileScheduler::persistent_section(args.batch * args.heads, grid) : 1;
   sm90::Work work;
-  work.sched = TileScheduler::make(args.batch, args.heads, args.seqlen_q, Cfg::kBlockM);
+  work.sched =
+      TileScheduler::make(args.batch, args.heads, args.seqlen_q, Cfg::kBlockM, section);
   work.tiles = static_cast<int>(tiles);
   work.group = static_cast<int>(args.heads / args.kv_heads);
   work.dense_rule = MaskRule32::make(args.seqlen_q, args.seqlen_k, -1, args.window_right, false);
+  work.tile_counter = dynamic ? tile_counter : nullptr;
+  if (dynamic) {
+    FA_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(tile_counter, 0, sizeof(unsigned), stream),
+                            "flash-sm90: cudaMemsetAsync(tile counter)");
+  }
   kernel<<<static_cast<unsigned>(grid), Cfg::kThreads, Cfg::kSmemBytes, stream>>>(
       args, q_map, k_map, v_map, work);
   return check_launch("flash_sm90_kernel");
 }
 
 template <typename T, int kHeadDim>
-Status launch_flash_sm90(const KernelArgs& args, const Sm90Extents& ext, cudaStream_t stream) {
-  return launch_flash_sm90_config<T, typename Sm90ConfigFor<kHeadDim>::type>(args, ext, stream);
+Status launch_flash_sm90(const KernelArgs& args, const Sm90Extents& ext, unsigned* tile_counter,
+                         cudaStream_t stream) {
+  using Long = typename Sm90ConfigFor<kHeadDim>::type;
+  using Short = typename Sm90ShortConfigFor<kHeadDim>::type;
+  if constexpr (!std::is_same_v<Long, Short>) {
+    if (sm90_short_tiles_pay(args.seqlen_k, Long::kBlockN, Short::kBlockN)) {
+      return launch_flash_sm90_config<T, Short>(args, ext, tile_counter, stream);
+    }
+  }
+  return launch_flash_sm90_config<T, Long>(args, ext, tile_counter, stream);
 }
 
 }  // namespace flashattn::cuda
