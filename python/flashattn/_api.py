@@ -47,6 +47,8 @@ def list_backends() -> List[BackendInfo]:
 def _check_bool(value, name: str) -> bool:
     """Every boolean option: bool or numpy.bool_, nothing else (1, "x" or None would mean
     something by accident)."""
+    if type(value) is bool:  # the common case first: the eager call's host time (see _is_int)
+        return value
     if not isinstance(value, (bool, np.bool_)):
         raise TypeError(f"{name} must be a bool, got {type(value).__name__}")
     return bool(value)
@@ -68,6 +70,10 @@ class _Options(NamedTuple):
 def _is_int(x) -> bool:
     """An int, a NumPy integer, or (under torch.compile with dynamic shapes) a torch.SymInt;
     never a bool."""
+    # A plain int first: the isinstance checks against numbers' ABCs cost ~1 us each, a
+    # measurable share of an eager call's host time (tools/profile/forward_host.py).
+    if type(x) is int:
+        return True
     if isinstance(x, (bool, np.bool_)):
         return False
     return isinstance(x, numbers.Integral) or (torch is not None and isinstance(x, torch.SymInt))
@@ -78,6 +84,8 @@ def _int64(x, name: str, expected: str):
     its code (the extension would raise nanobind's argument dump). A torch.SymInt stays one, and
     under torch.compile an int (a SymInt too) is never passed through int(), which would
     specialize it."""
+    if type(x) is int and _INT64_MIN <= x <= _INT64_MAX:
+        return x
     if not isinstance(x, int):  # NumPy integers
         if torch is not None and isinstance(x, torch.SymInt):
             return x
@@ -92,6 +100,8 @@ def _check_real(value, name: str, also: str, code: str, expected: str) -> float:
     beyond 1.8e308 would raise a bare OverflowError in float(): the library's verdict instead,
     with its code and `expected`. A check, not try/except, so that torch.compile traces this
     function as plain code."""
+    if type(value) is float:  # the common case (see _is_int); NaN and inf are the library's
+        return value
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
         raise TypeError(f"{name} must be a real number{also}, got {type(value).__name__}")
     if isinstance(value, numbers.Integral) and abs(value) > sys.float_info.max:

@@ -85,8 +85,15 @@ def combine_lse_shape(part_shape) -> Tuple[int, ...]:
 
 
 def torch_stream(t) -> int:
-    """The cudaStream_t (as an int) of torch's current stream on t's device; 0 for CPU tensors."""
-    return torch.cuda.current_stream(t.device).cuda_stream if t.is_cuda else 0
+    """The cudaStream_t (as an int) of torch's current stream on t's device; 0 for CPU tensors.
+    Through torch._C._cuda_getCurrentRawStream where torch has it (what the code Inductor
+    generates calls), which skips torch.cuda.current_stream's Stream object and device lookup:
+    one or two calls of this per op on the eager path."""
+    if not t.is_cuda:
+        return 0
+    if _current_raw_stream is not None:
+        return _current_raw_stream(t.get_device())
+    return torch.cuda.current_stream(t.device).cuda_stream
 
 
 def torch_workspace(t, stream: int):
@@ -132,6 +139,9 @@ def _dl(x):
         return x
     return _to_dlpack(x)
 
+
+_current_raw_stream = None if torch is None else getattr(torch._C, "_cuda_getCurrentRawStream",
+                                                          None)
 
 if torch is not None:
     from torch.utils.dlpack import to_dlpack as _to_dlpack
