@@ -270,7 +270,8 @@ def forward(q, k, v, out, lse=None, *, softmax_scale: Optional[float] = None,
     stream: a cudaStream_t as an int. None means torch's current stream for torch tensors, CuPy's
     current stream for CuPy arrays, and the default stream (0) otherwise. Ignored on the CPU.
     workspace: scratch memory for a backend that needs some (workspace_bytes() says how much:
-    flash-decode's split-KV partial results, the naive backend's S matrix; 0 for the others).
+    flash-decode's split-KV partial results, the naive backend's S matrix, flash-sm90's tile
+    counter (16 bytes) for causal, windowed or varlen problems; 0 for the others).
     An array of at least that many bytes on q's device (rank 1, contiguous, 16-byte aligned,
     writable, any dtype), or a callable taking the bytes and returning one (called only when
     they are > 0). None: for torch CUDA tensors one from torch's caching allocator, which can
@@ -302,8 +303,9 @@ def workspace_bytes(q, k, v, out, lse=None, *, softmax_scale: Optional[float] = 
     """Bytes of workspace forward() with these arguments needs (the library's workspace_bytes()),
     for the backend that would run them ("auto" resolved as forward() resolves it): on a GPU
     flash-decode's split-KV partial results when it splits the keys (num_splits other than 1;
-    for 0 the split count it picks from the GPU and the shape), the naive backend's S matrix;
-    0 for every other backend and on the CPU. The arguments are forward()'s (no stream, no
+    for 0 the split count it picks from the GPU and the shape), the naive backend's S matrix,
+    flash-sm90's tile counter (16 bytes) for causal, windowed or varlen problems; 0 for every
+    other backend and on the CPU. The arguments are forward()'s (no stream, no
     workspace), checked as forward() checks them (the same errors); nothing runs.
     2**64 - 1 means the count does not fit 64 bits (forward() then refuses the call)."""
     args, kwargs = _forward_arguments(
@@ -390,10 +392,11 @@ def flash_attn_func(q, k, v, *, softmax_scale: Optional[float] = None, causal: b
             torch tensors (resp. NumPy arrays): turn them back with your framework's from_dlpack,
             or call flashattn.forward with outputs you allocated.
 
-    CUDA graphs: with torch tensors every CUDA backend can be captured and replayed. The fused
-    kernels need no scratch memory; a backend that does (the "naive" backend's S matrix, batch *
-    heads * seqlen_q * seqlen_k * 4 bytes) gets it from torch's caching allocator, on the current
-    stream (inside a capture: from the graph's pool), so the library neither allocates nor
+    CUDA graphs: with torch tensors every CUDA backend can be captured and replayed. A backend
+    that needs scratch memory (the "naive" backend's S matrix, batch * heads * seqlen_q *
+    seqlen_k * 4 bytes; flash-sm90's 16-byte tile counter for causal, windowed or varlen
+    problems; flash-decode's split-KV partials) gets it from torch's caching allocator, on the
+    current stream (inside a capture: from the graph's pool), so the library neither allocates nor
     synchronizes (when that allocation fails, torch.OutOfMemoryError, a RuntimeError, says so
     instead of the library's out_of_memory). Arrays of other frameworks reach the library through
     torch.from_dlpack where torch is importable (the same path); flashattn.forward on them

@@ -99,7 +99,8 @@ def torch_stream(t) -> int:
 def torch_workspace(t, stream: int):
     """The workspace argument of _C.forward for tensors on t's device, run on `stream`: for CUDA
     tensors a callable that the binding calls with the bytes the backend that runs needs (only
-    when it needs some: flash-decode's split-KV partials, the naive backend's S matrix) and that
+    when it needs some: flash-decode's split-KV partials, the naive backend's S matrix,
+    flash-sm90's tile counter) and that
     returns torch.empty(bytes, dtype=torch.uint8) on t's device. It comes from torch's caching
     allocator, so the library neither allocates nor synchronizes, and the call can be captured
     in a CUDA graph: inside a capture the buffer comes from the graph's private pool and stays
