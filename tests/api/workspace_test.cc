@@ -1,8 +1,9 @@
 // The workspace logic of the API layer (api/workspace.h), on the CPU: check_workspace's verdicts
 // and messages, run_with_workspace's three paths (the caller's workspace, none needed, a temporary
 // one) through a CPU test double, OwnedWorkspace, and the public workspace_bytes() and forward()
-// with a caller workspace on the CPU backends. tests/cuda/gpu_workspace_test.cc does the GPU side
-// (naive's run() with a caller workspace, CUDA-graph capture).
+// with a caller workspace on the CPU backends, and flash-sm90's tile-counter bytes.
+// tests/cuda/gpu_workspace_test.cc does the GPU side (naive's run() with a caller workspace,
+// CUDA-graph capture).
 #include <gtest/gtest.h>
 
 #include <cstddef>
@@ -223,6 +224,42 @@ TEST(PublicWorkspace, CpuBackendsNeedNoneAndAcceptOne) {
     ASSERT_TRUE(with.out.to_host_float(&b).ok());
     EXPECT_EQ(a, b);
   }
+}
+
+// flash-sm90's tile counter (host code: its workspace_bytes() reads the params only): 16 bytes
+// for the problems whose work tiles differ in cost (causal, a window, varlen), which its
+// persistent grid hands out from the counter; none for dense ones, which it deals out statically.
+TEST(PublicWorkspace, FlashSm90CountsItsTileCounterForUnequalTiles) {
+#if !defined(FLASHATTN_TEST_HAVE_SM90A)
+  GTEST_SKIP() << "flash-sm90 is not built (no sm_90a in FLASHATTN_CUDA_ARCHS)";
+#else
+  const Device gpu = Device::cuda(0);
+  auto params = [&](bool causal, std::int64_t left, std::int64_t right) {
+    ForwardParams p;
+    p.q = TensorView::contiguous(nullptr, DType::kBF16, gpu, {2, 300, 4, 128});
+    p.k = TensorView::contiguous(nullptr, DType::kBF16, gpu, {2, 500, 4, 128});
+    p.v = p.k;
+    p.out = p.q;
+    p.causal = causal;
+    p.window_left = left;
+    p.window_right = right;
+    return p;
+  };
+  struct Case {
+    bool causal;
+    std::int64_t left, right;
+    std::size_t bytes;
+  };
+  for (const Case& c : {Case{false, -1, -1, 0}, Case{true, -1, -1, 16}, Case{false, 64, -1, 16},
+                        Case{false, -1, 8, 16}, Case{false, 64, 8, 16}}) {
+    SCOPED_TRACE(std::to_string(c.causal) + " " + std::to_string(c.left) + "," +
+                 std::to_string(c.right));
+    std::size_t bytes = 99;
+    const Status st = workspace_bytes(params(c.causal, c.left, c.right), "flash-sm90", &bytes);
+    ASSERT_TRUE(st.ok()) << st.to_string();
+    EXPECT_EQ(bytes, c.bytes);
+  }
+#endif
 }
 
 }  // namespace
