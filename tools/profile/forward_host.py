@@ -1,9 +1,8 @@
 """Host time against GPU time of one forward call, flash_attn_func beside torch's cuDNN SDPA, on
 one shape: the host time is issue only (--steps calls without a sync), the GPU time CUDA events
-over the same calls (back to back, no L2 flush). A call whose host time is the larger is bound by
-the host path, and flashattn.bench (which flushes the L2 before each run, a 256 MiB write that
-covers only that much host time) then counts part of it. --cprofile lists our host path's
-functions instead.
+over the same calls (back to back; --flush adds flashattn.bench's 256 MiB write before each call,
+whose GPU time then counts too). A call whose host time is the larger is bound by the host path.
+--cprofile lists our host path's functions instead.
 
     python3 tools/profile/forward_host.py [--batch 32] [--heads 8] [--seqlen 512]
         [--head-dim 256] [--causal] [--steps 200] [--backend auto] [--cprofile]
