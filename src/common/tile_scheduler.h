@@ -11,8 +11,9 @@
 // - section = 1 (make()'s default): the query blocks of one head are consecutive, the last
 //   first, then the next head. What a grid of one block per tile wants: the hardware hands out
 //   blocks in this order as SMs free up.
-// - section > 1: a persistent grid of tiles of unequal cost, dealt out by dealt(): longest first
-//   over `section` pairs at a time.
+// - section > 1: a persistent grid of tiles of unequal cost (flash-sm90: causal, windows,
+//   varlen), handed out in this order, longest first over `section` pairs at a time, to
+//   whichever block is free (a counter in the workspace; persistent_section() picks the size).
 // Split-KV decode will add a split index here.
 #pragma once
 
