@@ -55,8 +55,8 @@ for r in $(seq "$rounds"); do
         cell="$d${causal:+c}s$s"
         "${bins[$v]}" bench --device cuda --backends "${AB_BACKEND:-flash-sm80}" --head-dim $d \
           --heads $h --batch $((16384 / s)) --seqlens $s $causal \
-          --csv "$csv/ab-$v-$r-$cell.csv" > /dev/null 2>&1
-        echo "$v round=$r d=$d s=$s ${causal:-full} $(tail -1 "$csv/ab-$v-$r-$cell.csv")" >> "$out/ab.txt"
+          --csv "$csv/ab__${v}__${r}__$cell.csv" > /dev/null 2>&1
+        echo "$v round=$r d=$d s=$s ${causal:-full} $(tail -1 "$csv/ab__${v}__${r}__$cell.csv")" >> "$out/ab.txt"
       done
     done
     done
@@ -67,8 +67,8 @@ import csv, glob, os, statistics, sys
 out = sys.argv[1]
 names = os.environ["AB_NAMES"].split()
 rows = {}
-for path in glob.glob(os.path.join(out, "ab-*-*-*.csv")):
-    v, r, rest = os.path.basename(path)[3:-4].split("-", 2)
+for path in glob.glob(os.path.join(out, "ab__*.csv")):
+    v, r, rest = os.path.basename(path)[4:-4].split("__")  # names may hold "-" (branches)
     with open(path) as f:
         for row in csv.DictReader(f):
             if row.get("backend") == os.environ.get("AB_BACKEND", "flash-sm80") and row.get("tflops"):
