@@ -748,7 +748,9 @@ Status launch_flash_sm90_config(const KernelArgs& args, const Sm90Extents& ext,
   // Measured on the H200 for causal (docs/performance.md, flash-sm90 v5 to v7): plain
   // round-robin over 132 blocks ran 0.62-0.66x at 16k (1.57x the mean work on the busiest
   // block); the static deal over sections gained 6-7% at d128 causal 512-1k over one block per
-  // tile but lost 8% at d256 causal 512 and 2% at d128 causal 16k (blocks left uneven).
+  // tile but lost 8% at d256 causal 512 and 2% at d128 causal 16k (blocks left uneven); the
+  // counter (v7) against one block per tile: causal d64 512-1k +27-37%, d128 512-1k +10%, d256
+  // 512 +0.6%, 16k -1.4 to -2.1% (open).
   const bool dynamic = sm90_dynamic_tiles(args);
   if (dynamic && tile_counter == nullptr) {
     return Status(StatusCode::kInternal, "flash-sm90: causal, windowed or varlen tiles need "
