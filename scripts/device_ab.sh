@@ -12,7 +12,8 @@
 # Output: $OUT/ab.txt (each run's table) and $OUT/ab-summary.txt (per cell: the median over rounds
 # of each version's TFLOP/s and its ratio to the first).
 #   [AB_BACKEND=flash-sm90] [AB_HEAD_DIMS="64 128"] [AB_SEQLENS="1024 16384": batch 16384/seqlen]
-#   [AB_TREES="base=.device/base poly=.device/poly"] [AB_ARGS="--softcap 30"] bash scripts/device_ab.sh [ROUNDS]
+#   [AB_TREES="base=.device/base poly=.device/poly"] [AB_ARGS="--softcap 30"]
+#   bash scripts/device_ab.sh [ROUNDS]
 # AB_ARGS: more flags for every cell's `flashattn bench` (a variant: --softcap 30, --window 1024,0).
 set -uo pipefail
 rounds=${1:-3}
@@ -57,7 +58,8 @@ for r in $(seq "$rounds"); do
         "${bins[$v]}" bench --device cuda --backends "${AB_BACKEND:-flash-sm80}" --head-dim $d \
           --heads $h --batch $((16384 / s)) --seqlens $s $causal ${AB_ARGS:-} \
           --csv "$csv/ab__${v}__${r}__$cell.csv" > /dev/null 2>&1
-        echo "$v round=$r d=$d s=$s ${causal:-full} $(tail -1 "$csv/ab__${v}__${r}__$cell.csv")" >> "$out/ab.txt"
+        echo "$v round=$r d=$d s=$s ${causal:-full} $(tail -1 "$csv/ab__${v}__${r}__$cell.csv")" \
+          >> "$out/ab.txt"
       done
     done
     done

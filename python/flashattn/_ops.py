@@ -84,6 +84,10 @@ def combine_lse_shape(part_shape) -> Tuple[int, ...]:
     return (part_shape[0], part_shape[2], part_shape[1])
 
 
+_current_raw_stream = None if torch is None else getattr(torch._C, "_cuda_getCurrentRawStream",
+                                                          None)
+
+
 def torch_stream(t) -> int:
     """The cudaStream_t (as an int) of torch's current stream on t's device; 0 for CPU tensors.
     Through torch._C._cuda_getCurrentRawStream where torch has it (what the code Inductor
@@ -100,8 +104,8 @@ def torch_workspace(t, stream: int):
     """The workspace argument of _C.forward for tensors on t's device, run on `stream`: for CUDA
     tensors a callable that the binding calls with the bytes the backend that runs needs (only
     when it needs some: flash-decode's split-KV partials, the naive backend's S matrix,
-    flash-sm90's tile counter) and that
-    returns torch.empty(bytes, dtype=torch.uint8) on t's device. It comes from torch's caching
+    flash-sm90's tile counter) and that returns torch.empty(bytes, dtype=torch.uint8) on t's
+    device. It comes from torch's caching
     allocator, so the library neither allocates nor synchronizes, and the call can be captured
     in a CUDA graph: inside a capture the buffer comes from the graph's private pool and stays
     the graph's. The allocator orders its reuse after the current stream; on another stream the
@@ -140,9 +144,6 @@ def _dl(x):
         return x
     return _to_dlpack(x)
 
-
-_current_raw_stream = None if torch is None else getattr(torch._C, "_cuda_getCurrentRawStream",
-                                                          None)
 
 if torch is not None:
     from torch.utils.dlpack import to_dlpack as _to_dlpack

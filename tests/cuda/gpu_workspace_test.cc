@@ -219,7 +219,8 @@ TEST_P(GpuGraphTest, CapturedForwardReplaysIdentically) {
   ASSERT_TRUE(workspace_bytes(r.params, c.backend, &bytes).ok());
   // naive: its S matrix; flash-sm90: the tile counter of its persistent grid (these problems
   // have a window, so their tiles differ in cost).
-  EXPECT_EQ(bytes > 0, std::string(c.backend) == "naive" || std::string(c.backend) == "flash-sm90");
+  const std::string name = c.backend;
+  EXPECT_EQ(bytes > 0, name == "naive" || name == "flash-sm90");
   cuda::DeviceBuffer ws;
   ASSERT_TRUE(ws.allocate(bytes, "test workspace").ok());
   ForwardParams p = r.params;

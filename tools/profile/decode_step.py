@@ -8,11 +8,11 @@ bound by the Python and C++ host path, not by the kernels.
         [--cache-len 8192] [--page 0] [--steps 5] [--timing]
 """
 import argparse
-import time
 
 import torch
 
 import flashattn
+from host_timing import host_and_gpu_us, print_cprofile
 
 
 def main() -> None:
@@ -47,35 +47,14 @@ def main() -> None:
                                           num_splits=a.num_splits)
 
     if a.cprofile:
-        import cProfile
-        import pstats
-        step()
-        torch.cuda.synchronize()
-        prof = cProfile.Profile()
-        prof.enable()
-        for _ in range(a.steps):
-            step()
-        prof.disable()
-        torch.cuda.synchronize()
-        pstats.Stats(prof).sort_stats("cumulative").print_stats(25)
+        print_cprofile(step, a.steps)
         return
     if not a.timing:
         for _ in range(a.steps):
             step()
         torch.cuda.synchronize()
         return
-    for _ in range(3):
-        step()
-    torch.cuda.synchronize()
-    start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    t0 = time.perf_counter()
-    for _ in range(a.steps):
-        step()
-    host_us = (time.perf_counter() - t0) / a.steps * 1e6
-    stop.record()
-    torch.cuda.synchronize()
-    gpu_us = start.elapsed_time(stop) / a.steps * 1e3
+    host_us, gpu_us = host_and_gpu_us(step, a.steps, warmup=3)
     print(f"batch {a.batch} heads {a.heads}/{a.kv_heads} cache {a.cache_len} page {a.page}: "
           f"host {host_us:.1f} us/call, GPU {gpu_us:.1f} us/call over {a.steps} calls")
 

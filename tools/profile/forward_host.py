@@ -8,27 +8,12 @@ whose GPU time then counts too). A call whose host time is the larger is bound b
         [--head-dim 256] [--causal] [--steps 200] [--backend auto] [--cprofile]
 """
 import argparse
-import time
 
 import torch
 import torch.nn.functional as F
 
 import flashattn
-
-
-def host_and_gpu_us(call, steps: int):
-    for _ in range(5):
-        call()
-    torch.cuda.synchronize()
-    start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    t0 = time.perf_counter()
-    for _ in range(steps):
-        call()
-    host_us = (time.perf_counter() - t0) / steps * 1e6
-    stop.record()
-    torch.cuda.synchronize()
-    return host_us, start.elapsed_time(stop) / steps * 1e3
+from host_timing import host_and_gpu_us, print_cprofile
 
 
 def main() -> None:
@@ -57,17 +42,7 @@ def main() -> None:
         flashattn.flash_attn_func(q, k, v, causal=a.causal, backend=a.backend)
 
     if a.cprofile:
-        import cProfile
-        import pstats
-        ours()
-        torch.cuda.synchronize()
-        prof = cProfile.Profile()
-        prof.enable()
-        for _ in range(a.steps):
-            ours()
-        prof.disable()
-        torch.cuda.synchronize()
-        pstats.Stats(prof).sort_stats("cumulative").print_stats(25)
+        print_cprofile(ours, a.steps)
         return
     qt, kt, vt = (t.transpose(1, 2) for t in (q, k, v))
 
@@ -78,9 +53,9 @@ def main() -> None:
 
     label = (f"b={a.batch} h={a.heads} s={a.seqlen} d={a.head_dim}{' causal' if a.causal else ''}"
              f" N({a.shift:g},1){' flush' if a.flush else ''}")
-    results = [("flashattn " + a.backend, host_and_gpu_us(ours, a.steps))]
+    results = [("flashattn " + a.backend, host_and_gpu_us(ours, a.steps, warmup=5))]
     with torch.nn.attention.sdpa_kernel(torch.nn.attention.SDPBackend.CUDNN_ATTENTION):
-        results.append(("cudnn sdpa", host_and_gpu_us(cudnn, a.steps)))
+        results.append(("cudnn sdpa", host_and_gpu_us(cudnn, a.steps, warmup=5)))
     for name, (host, gpu) in results:
         print(f"{label} {name:16}: host {host:6.1f} us/call, GPU {gpu:6.1f} us/call")
 

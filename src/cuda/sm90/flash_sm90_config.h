@@ -105,9 +105,8 @@ template <> struct Sm90ShortConfigFor<64> { using type = Sm90Config<64, 128, 2, 
 // 4k (measured -0.7%).
 constexpr bool sm90_short_tiles_pay(long long seqlen_k, int block_n_long, int block_n_short) {
   constexpr long long kTileCost = 20;
-  const long long cost_long = (seqlen_k + block_n_long - 1) / block_n_long * (block_n_long + kTileCost);
-  const long long cost_short = (seqlen_k + block_n_short - 1) / block_n_short * (block_n_short + kTileCost);
-  return block_n_short != block_n_long && cost_short < cost_long;
+  auto cost = [seqlen_k](long long n) { return (seqlen_k + n - 1) / n * (n + kTileCost); };
+  return block_n_short != block_n_long && cost(block_n_short) < cost(block_n_long);
 }
 
 }  // namespace flashattn::cuda
