@@ -30,7 +30,7 @@
 // mbarriers: q_full (1 arrival + Q's bytes), k_full[s] and v_full[s] (1 arrival + the tile's
 // bytes), q_empty, k_empty[s] and v_empty[s] (one arrival per consumer warp, 8: a warp's
 // wgmma_wait covers all its lanes). Both consumers read every K and V tile (the block's key
-// range is one interval, MaskRule::tile_range).
+// range is one interval, MaskRule::block_range).
 //
 // Out-of-bounds rows. TMA zero-fills only outside the tensor map's extents: in a dense problem
 // the maps' row extent is seqlen, so a tail tile's rows past it are zeros. In a packed (varlen)
@@ -97,8 +97,12 @@ __device__ __forceinline__ void wait_or_trap(std::uint32_t bar_smem, std::uint32
 }
 
 // Where a block works: its (batch, head), query rows [m0, m0 + kBlockM) of its sequence, the
-// sequence's first rows in q/o/lse and in k/v, its lengths, and the key tiles [n_first, n_end)
-// any of its rows can see (MaskRule::tile_range). A varlen block past its sequence's rows has
+// sequence's first rows in q/o/lse and in k/v, its lengths, and its key tiles: n_tiles tiles of
+// kBlockN keys from key_first, the first key any of its rows sees (MaskRule::block_range), so
+// tile t holds keys key_first + t kBlockN onwards. Tiles start there rather than at a multiple
+// of kBlockN: a window (1024, 0) block sees 1152 keys, 7 tiles of 176 from its first key
+// against 7.46 on average on the aligned grid (1232 keys computed instead of 1313; a window's
+// left edge is the only case where key_first > 0). A varlen block past its sequence's rows has
 // m0 >= seqlen_q and does nothing.
 // In 32 bits (every count fits: validate() and the tensor maps' extents), which the consumers
 // hold through a whole work tile: as 64-bit values they spilled the variant kernel at 240.
@@ -106,7 +110,7 @@ struct BlockCoords {
   int b, h, h_kv, m0;
   int q_row0, k_row0;
   int seqlen_q, seqlen_k;
-  int n_first, n_end;
+  int key_first, n_tiles;
   int tma_batch;  // the batch coordinate of the TMA boxes: b, or 0 for packed tensors
 };
 
@@ -152,16 +156,19 @@ __device__ __forceinline__ BlockCoords block_coords(const KernelArgs& args, cons
   c.seqlen_k = static_cast<int>(seq.seqlen_k);
   c.tma_batch = args.varlen() ? 0 : static_cast<int>(c.b);
   // In 32 bits (MaskRule32): the producer computes this with 24 registers.
-  int first = 0, end = 0;
+  c.key_first = 0;
+  c.n_tiles = 0;
   if (c.m0 < c.seqlen_q) {
     const MaskRule32 rule =
         kVariants ? MaskRule32::make(c.seqlen_q, c.seqlen_k, args.window_left, args.window_right,
                                      false)
                   : work.dense_rule;
-    rule.tile_range(c.m0, Cfg::kBlockM, Cfg::kBlockN, &first, &end);
+    const BasicKeyRange<int> keys = rule.block_range(c.m0, Cfg::kBlockM);
+    if (!keys.empty()) {
+      c.key_first = keys.begin;
+      c.n_tiles = (keys.end - keys.begin + Cfg::kBlockN - 1) / Cfg::kBlockN;
+    }
   }
-  c.n_first = first;
-  c.n_end = end;
   return c;
 }
 
@@ -238,7 +245,7 @@ __device__ __forceinline__ void produce(const KernelArgs& args, const Smem<Cfg>&
       break;
     }
     const int tile = static_cast<int>(next);
-    int q_row, h, h_kv, k_row0, n_first, n_end, tma_batch;
+    int q_row, h, h_kv, k_row0, n_tiles, tma_batch;
     {
       const BlockCoords c = block_coords<Cfg, kVariants>(args, work, tile);
       if (kVariants && c.m0 >= c.seqlen_q) {  // varlen: past the sequence's rows
@@ -248,9 +255,8 @@ __device__ __forceinline__ void produce(const KernelArgs& args, const Smem<Cfg>&
       q_row = c.q_row0 + c.m0;
       h = c.h;
       h_kv = c.h_kv;
-      k_row0 = c.k_row0;
-      n_first = c.n_first;
-      n_end = c.n_end;
+      k_row0 = c.k_row0 + c.key_first;
+      n_tiles = c.n_tiles;
       tma_batch = c.tma_batch;
     }
     ptx::mbarrier_arrive_expect_tx(sm.q_full(), Cfg::kQBytes);
@@ -259,7 +265,7 @@ __device__ __forceinline__ void produce(const KernelArgs& args, const Smem<Cfg>&
       ptx::tma_load(sm.q() + blk * Cfg::kBlockM * Cfg::kRowBytes, q_map, sm.q_full(),
                     blk * Cfg::kBlockCols, q_row, h, tma_batch);
     }
-    for (int j = n_first; j < n_end; ++j, ++it) {
+    for (int j = 0; j < n_tiles; ++j, ++it) {
       const RingSlot<Cfg> r = RingSlot<Cfg>::at(it);
       const int k_row = k_row0 + j * Cfg::kBlockN;
       wait_or_trap(sm.k_empty(r.stage), r.parity ^ 1);  // the first pass over the ring passes
@@ -454,7 +460,7 @@ __device__ __forceinline__ void consume(const KernelArgs& args, const Smem<Cfg>&
     }
   };
 
-  const int tiles = c.n_end - c.n_first;
+  const int tiles = c.n_tiles;
   if (tiles > 0) {
     if constexpr (Cfg::kPingPong) {
       if (consumer == 1) ptx::named_barrier_arrive(kTurnBarrier, kBoth);
@@ -474,7 +480,7 @@ __device__ __forceinline__ void consume(const KernelArgs& args, const Smem<Cfg>&
       ptx::fence_operands(s_acc);
       release(sm.k_empty(first.stage));
       if (tiles == 1) release_q_early();
-      softmax(s_frag, c.n_first * kBlockN);
+      softmax(s_frag, c.key_first);
       pack_p(s_acc, p);
     }
     for (int it = 1; it < tiles; ++it) {
@@ -482,7 +488,7 @@ __device__ __forceinline__ void consume(const KernelArgs& args, const Smem<Cfg>&
       const RingSlot<Cfg> before = RingSlot<Cfg>::at(ring + it - 1);
       const int s = cur.stage, prev = before.stage;
       const std::uint32_t parity = cur.parity, prev_parity = before.parity;
-      const int n0 = (c.n_first + it) * kBlockN;  // keys < 2^31
+      const int n0 = c.key_first + it * kBlockN;  // keys < 2^31
 
       // Issue S_j = Q K_j^T, then O += P_{j-1} V_{j-1}: two groups, in this order.
       Fragment<1, kNTiles> s_frag;
@@ -516,7 +522,7 @@ __device__ __forceinline__ void consume(const KernelArgs& args, const Smem<Cfg>&
     const RingSlot<Cfg> last_slot = RingSlot<Cfg>::at(ring + tiles - 1);
     const int last = last_slot.stage;
     wait_or_trap(sm.v_full(last), last_slot.parity);
-    prepare_v(last, (c.n_end - 1) * kBlockN);
+    prepare_v(last, c.key_first + (tiles - 1) * kBlockN);
     fence_p_o(p);
     turn_begin();
     ptx::wgmma_fence();
@@ -647,24 +653,34 @@ flash_sm90_kernel(const __grid_constant__ KernelArgs args,
     // One loop counter (the tile is rederived from it): the variant kernel's consumers sit at
     // their 240-register limit, and the second counter spilled.
     for (int k = 0;; ++k) {
-      // Every round waits for its q_full, also without key tiles: a skipped wait would let the
-      // next round's wait pass on this round's phase.
-      sm90::wait_or_trap(sm.q_full(), k & 1);
-      // Lane 0 of each warp reads tile_slot, and it is the lane that arrives on q_empty later:
-      // an arrive releases only the arriving thread's accesses, so another lane's read would
-      // race with the producer's next write (the PTX memory model; racecheck reports it).
-      unsigned next = 0;
-      if (tid % 32 == 0) next = ptx::ld_shared_u32(sm.tile_slot());
-      next = __shfl_sync(0xffffffffu, next, 0);
+      // Every round with a tile waits for its q_full, also without key tiles: a skipped wait
+      // would let the next round's wait pass on this round's phase. The round past the last
+      // tile (the producer's final arrival) needs no wait.
+      // The static deal: the tile is known before Q arrives, so its coordinates are computed
+      // while Q loads (v5's order; v7 read every tile from tile_slot after the wait, and its
+      // dense 512-1k cells ran 2.5-4% slower).
+      const bool counted = work.tile_counter != nullptr;
+      unsigned next =
+          counted ? 0u : TileScheduler::dealt(k, ptx::block_index_x(), ptx::grid_dim_x());
+      if (counted) {
+        sm90::wait_or_trap(sm.q_full(), k & 1);
+        // Lane 0 of each warp reads tile_slot, and it is the lane that arrives on q_empty
+        // later: an arrive releases only the arriving thread's accesses, so another lane's
+        // read would race with the producer's next write (the PTX memory model; racecheck
+        // reports it).
+        if (tid % 32 == 0) next = ptx::ld_shared_u32(sm.tile_slot());
+        next = __shfl_sync(0xffffffffu, next, 0);
+      }
       if (next >= static_cast<unsigned>(work.tiles)) break;
       const int tile = static_cast<int>(next);
       const sm90::BlockCoords c = sm90::block_coords<Cfg, kVariants>(args, work, tile);
+      if (!counted) sm90::wait_or_trap(sm.q_full(), k & 1);
       if (kVariants && c.m0 >= c.seqlen_q) {  // varlen: past the sequence's rows (produce)
         if (tid % 32 == 0) ptx::mbarrier_arrive(sm.q_empty());
         continue;
       }
       sm90::consume<T, Cfg, kVariants>(args, sm, c, warpgroup - 1, ring);
-      ring += c.n_end - c.n_first;
+      ring += c.n_tiles;
     }
     return;
   }
