@@ -22,9 +22,7 @@ for cmd in "${cmds[@]}"; do
     --section WarpStateStats --section SchedulerStats --section MemoryWorkloadAnalysis \
     --section SourceCounters \
     --section ComputeWorkloadAnalysis --section InstructionStats \
-    --metrics "regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio" \
-    --metrics "regex:sm__inst_executed_pipe_.*\.avg\.pct_of_peak_sustained_active" \
-    --metrics "regex:sm__pipe_.*_cycles_active\.avg\.pct_of_peak_sustained_active" \
+    --metrics "regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio,regex:sm__inst_executed_pipe_.*\.avg\.pct_of_peak_sustained_active,regex:sm__pipe_.*_cycles_active\.avg\.pct_of_peak_sustained_active" \
     python3 $cmd > "$out/profile-$n.txt" 2>&1
   echo "== profile $n ($cmd): rc=$?"
   grep -E "Duration|DRAM Throughput|Memory Throughput|Compute \(SM\)|Achieved Occupancy|Theoretical Occupancy|Registers Per|Block Limit|Warp Cycles Per Issued|Issued Warp|No Eligible|Dynamic Shared" "$out/profile-$n.txt" | head -40

@@ -39,9 +39,7 @@ if [ -n "${NCU_ARGS:-}" ]; then
   timeout 300 ncu --clock-control none --kernel-name "regex:${NCU_KERNEL:-flash_sm90}" \
     --launch-skip 2 --launch-count 1 --section SpeedOfLight --section WarpStateStats \
     --section SchedulerStats --section InstructionStats --section ComputeWorkloadAnalysis \
-    --metrics "regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio" \
-    --metrics "regex:sm__inst_executed_pipe_.*\.avg\.pct_of_peak_sustained_active" \
-    --metrics "regex:sm__pipe_.*_cycles_active\.avg\.pct_of_peak_sustained_active" \
+    --metrics "regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio,regex:sm__inst_executed_pipe_.*\.avg\.pct_of_peak_sustained_active,regex:sm__pipe_.*_cycles_active\.avg\.pct_of_peak_sustained_active" \
     "$cli" bench --device cuda --backends "${AB_BACKEND:-flash-sm90}" --warmup 2 --iters 2 \
     $NCU_ARGS > "$out/ncu.txt" 2>&1
   echo "== ncu ($NCU_ARGS): rc=$?"
