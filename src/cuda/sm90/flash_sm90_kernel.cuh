@@ -787,8 +787,7 @@ Status launch_flash_sm90_config(const KernelArgs& args, const Sm90Extents& ext,
   }
   const std::int64_t grid = std::max<std::int64_t>(
       1, std::min<std::int64_t>(tiles, static_cast<std::int64_t>(sms) * std::max(1, per_sm)));
-  const std::int64_t section =
-      dynamic ? TileScheduler::persistent_section(args.batch * args.heads, grid) : 1;
+  const std::int64_t section = 1;
   sm90::Work work;
   work.sched =
       TileScheduler::make(args.batch, args.heads, args.seqlen_q, Cfg::kBlockM, section);
