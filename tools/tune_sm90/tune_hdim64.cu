@@ -9,5 +9,14 @@ void add_hdim64(std::vector<Candidate>* out) {
   out->push_back(make_candidate<Sm90Config<64, 128, 3, true>>());
   out->push_back(make_candidate<Sm90Config<64, 192, 2, true>>());
   out->push_back(make_candidate<Sm90Config<64, 64, 3, true>>());
+  // The exponentials' share on the FMA pipe: every kPolyEvery-th (0 above: all on MUFU).
+  //                                     d    N  stages ping-pong poly
+  out->push_back(make_candidate<Sm90Config<64, 192, 2, true, 8>>());
+  out->push_back(make_candidate<Sm90Config<64, 192, 2, true, 6>>());
+  out->push_back(make_candidate<Sm90Config<64, 192, 2, true, 4>>());
+  out->push_back(make_candidate<Sm90Config<64, 192, 2, true, 3>>());
+  out->push_back(make_candidate<Sm90Config<64, 128, 2, true, 8>>());
+  out->push_back(make_candidate<Sm90Config<64, 128, 2, true, 6>>());
+  out->push_back(make_candidate<Sm90Config<64, 128, 2, true, 4>>());
 }
 }  // namespace flashattn::tune

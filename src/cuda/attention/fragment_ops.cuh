@@ -16,6 +16,7 @@
 #include "common/mask_rule.h"
 #include "cuda/attention/online_softmax.cuh"
 #include "cuda/attention/score_mod.cuh"
+#include "cuda/primitives/exp2_fma.cuh"
 #include "cuda/primitives/fast_math.cuh"
 
 namespace flashattn::cuda {
@@ -113,7 +114,31 @@ __device__ __forceinline__ void mask_fragment(Fragment<kMTiles, kNTiles>& s, con
 // multiplies per thread (128 at d128 in flash-sm80), about a third of the softmax phase's
 // instructions. The growth is measured after scaling, (tile_max - row_max) * scale_log2: a -inf
 // old max gives +inf (moves, alpha = 0), an all-masked tile -inf or NaN (stays).
-template <int kMTiles, int kNTiles>
+//
+// kPolyEvery > 0 moves part of the exponentials off the MUFU unit (16 per clock per SM: a warp's
+// MUFU.EX2 holds it 8 clocks): exponential i of the thread's unrolled loop (i = 0 .. 4 kMTiles
+// kNTiles - 1, in loop order) with i % kPolyEvery == kPolyEvery - 1 goes through ptx::exp2_fma,
+// 8 FMA/ALU instructions, 7 issue slots more than MUFU. The pattern is resolved at compile time
+// (no branch, no index register). Worth it where MUFU, not issue, bounds the softmax phase:
+// flash-sm90 at d64 (Sm90Config::kPolyEvery). 0 keeps every exponential on MUFU.
+//
+// kSoftmaxPolyDegree: degree 3, max relative error 8.6e-5 (exp2_fma.cuh), under the rounding P
+// gets next in 16 bits (fp16 2^-11 = 4.9e-4, bf16 2^-8 = 3.9e-3, 5.7x and 45x above); row_sum
+// adds the unrounded P, so LSE moves by at most 8.6e-5 (its bound is 1e-3). Degree 4 (3.0e-6)
+// costs one more FFMA per exponential and buys accuracy that the 16-bit P discards.
+constexpr int kSoftmaxPolyDegree = 3;
+
+// Whether exponential i of softmax_update's unrolled loop takes the polynomial.
+template <int kPolyEvery>
+__host__ __device__ constexpr bool takes_exp2_fma(int i) {
+  if constexpr (kPolyEvery > 0) {
+    return i % kPolyEvery == kPolyEvery - 1;
+  } else {
+    return false;
+  }
+}
+
+template <int kMTiles, int kNTiles, int kPolyEvery = 0>
 __device__ __forceinline__ bool softmax_update(Fragment<kMTiles, kNTiles>& s,
                                                float (&row_max)[kMTiles][2],
                                                float (&row_sum)[kMTiles][2],
@@ -143,7 +168,10 @@ __device__ __forceinline__ bool softmax_update(Fragment<kMTiles, kNTiles>& s,
       for (int nt = 0; nt < kNTiles; ++nt) {
 #pragma unroll
         for (int e = 2 * hh; e < 2 * hh + 2; ++e) {
-          s[mt][nt][e] = ptx::ex2(exp2_arg(s[mt][nt][e], sub, scale_log2));
+          const float x = exp2_arg(s[mt][nt][e], sub, scale_log2);
+          const int i = ((2 * mt + hh) * kNTiles + nt) * 2 + e - 2 * hh;
+          s[mt][nt][e] = takes_exp2_fma<kPolyEvery>(i) ? ptx::exp2_fma<kSoftmaxPolyDegree>(x)
+                                                       : ptx::ex2(x);
           p_sum += s[mt][nt][e];
         }
       }

@@ -20,11 +20,14 @@
 
 namespace flashattn::cuda {
 
-template <int kHeadDim_, int kBlockN_, int kStages_, bool kPingPong_ = false>
+template <int kHeadDim_, int kBlockN_, int kStages_, bool kPingPong_ = false, int kPolyEvery_ = 0>
 struct Sm90Config {
   static constexpr int kHeadDim = kHeadDim_;
   // The consumer warpgroups take turns issuing their products (flash_sm90_kernel.cuh).
   static constexpr bool kPingPong = kPingPong_;
+  // Every kPolyEvery-th exponential of the softmax on the FMA pipe instead of MUFU (0: none;
+  // fragment_ops.cuh softmax_update).
+  static constexpr int kPolyEvery = kPolyEvery_;
   static constexpr int kBlockM = 128;
   static constexpr int kBlockN = kBlockN_;
   static constexpr int kStages = kStages_;
@@ -82,21 +85,33 @@ struct Sm90Config {
 // d64-d128. Consumer registers per thread: S = kBlockN / 2 floats, P = kBlockN / 4, O =
 // kHeadDimPad / 2: d128 88 + 44 + 64, d256 40 + 20 + 128, under 240. d96 and d192 (not in the
 // tuner) take the shape of their neighbour (d96 is computed 128 wide).
+//
+// d64 puts every 8th exponential on the FMA pipe (kPolyEvery, fragment_ops.cuh). A consumer
+// warp's softmax phase per key tile (sm_90a SASS of the dense kernel, row max to packed P) is
+// bound by MUFU there: at N192, 564 instructions (issue: 564 clocks) against 98 MUFU.EX2 (8
+// clocks each: 784). Each exponential moved costs ~7 issue slots and saves 8 MUFU clocks:
+// kPolyEvery 8 gives 651 issue / 688 MUFU, 6 gives 678 / 656, 4 gives 734 / 592; at N128, 388 /
+// 528 becomes 447 / 464 with 8. The other consumer's own work (~150 instructions a tile: wgmma
+// issue, barriers) can land in this phase: with half of it there, 8 saves 7% of the phase and 6
+// 4%; with none, 8 saves 12% and 6 13.5%. Not yet timed on the H200 (tools/tune_sm90 carries
+// kPolyEvery 8, 6, 4, 3 at N192 and 8, 6, 4 at N128).
 template <int kHeadDim>
 struct Sm90ConfigFor;
-//                                                  d    N  stages ping-pong   smem
-template <> struct Sm90ConfigFor<64>  { using type = Sm90Config<64, 192, 2, true>; };   // 113 KB
-template <> struct Sm90ConfigFor<96>  { using type = Sm90Config<96, 176, 2, true>; };   // 209 KB
-template <> struct Sm90ConfigFor<128> { using type = Sm90Config<128, 176, 2, true>; };  // 209 KB
-template <> struct Sm90ConfigFor<192> { using type = Sm90Config<192, 96, 2>; };         // 193 KB
-template <> struct Sm90ConfigFor<256> { using type = Sm90Config<256, 80, 2>; };         // 225 KB
+//                                                  d    N  stages ping-pong poly   smem
+template <> struct Sm90ConfigFor<64>  { using type = Sm90Config<64, 192, 2, true, 8>; };  // 113 KB
+template <> struct Sm90ConfigFor<96>  { using type = Sm90Config<96, 176, 2, true>; };     // 209 KB
+template <> struct Sm90ConfigFor<128> { using type = Sm90Config<128, 176, 2, true>; };    // 209 KB
+template <> struct Sm90ConfigFor<192> { using type = Sm90Config<192, 96, 2>; };           // 193 KB
+template <> struct Sm90ConfigFor<256> { using type = Sm90Config<256, 80, 2>; };           // 225 KB
 
 // A second shape for short key ranges, where the wide tile's last, partial tile is a large
 // share of the work: d64's N192 computes 1152 keys for 1024 (v3 with N128 ran d64 1k at 316.4
 // TFLOP/s, v4 with N192 at 286.6). Head dims without one use their Sm90ConfigFor.
 template <int kHeadDim>
 struct Sm90ShortConfigFor { using type = typename Sm90ConfigFor<kHeadDim>::type; };
-template <> struct Sm90ShortConfigFor<64> { using type = Sm90Config<64, 128, 2, true>; };  // 81 KB
+template <> struct Sm90ShortConfigFor<64> {
+  using type = Sm90Config<64, 128, 2, true, 8>;  // 81 KB
+};
 
 // Whether block_n_short keys per tile take less time than block_n_long over seqlen_k keys, by
 // tiles x (keys per tile + kTileCost): kTileCost, a key tile's fixed cost in keys (the wait for

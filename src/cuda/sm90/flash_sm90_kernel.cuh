@@ -414,7 +414,8 @@ __device__ __forceinline__ void consume(const KernelArgs& args, const Smem<Cfg>&
     if (rule.tile_needs_mask(c.m0 + wg_row, Cfg::kConsumerRows, n0, kBlockN)) {
       mask_fragment<1, kNTiles>(s_frag, rule, lane_row, n0, tq);
     }
-    return softmax_update<1, kNTiles>(s_frag, row_max, row_sum, alpha, args.scale_log2);
+    return softmax_update<1, kNTiles, Cfg::kPolyEvery>(s_frag, row_max, row_sum, alpha,
+                                                        args.scale_log2);
   };
   // P in 16 bits as PV's A fragments.
   auto pack_p = [&](const float(&s_acc)[kBlockN / 2], std::uint32_t(&p)[Cfg::kNSteps][4]) {
