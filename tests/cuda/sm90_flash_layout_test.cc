@@ -86,6 +86,7 @@ TEST(Sm90FlashLayout, ConfigsFit) {
   check_config<Sm90ConfigFor<192>::type>();
   check_config<Sm90Config<256, 64, 2>>();
   check_config<Sm90ShortConfigFor<64>::type>();
+  check_config<Sm90ShortConfigFor<128>::type>();
 }
 
 // The short-key shape wins where the wide tile's last tile is mostly empty, not at 4k and up.
@@ -94,13 +95,41 @@ TEST(Sm90FlashLayout, ShortTilesForShortKeyRanges) {
   using Short = Sm90ShortConfigFor<64>::type;
   EXPECT_EQ(Long::kBlockN, 192);
   EXPECT_EQ(Short::kBlockN, 128);
+  auto pays = [](long long sq, long long sk, long long left, long long right, int n_long,
+                 int n_short) {
+    return sm90_short_tiles_pay(sq, sk, left, right, n_long, n_short);
+  };
   for (long long sk : {128, 512, 1024}) {
-    EXPECT_TRUE(sm90_short_tiles_pay(sk, Long::kBlockN, Short::kBlockN)) << sk;
+    EXPECT_TRUE(pays(sk, sk, -1, -1, Long::kBlockN, Short::kBlockN)) << sk;
   }
   for (long long sk : {192, 384, 2048, 4096, 16384, 65536}) {
-    EXPECT_FALSE(sm90_short_tiles_pay(sk, Long::kBlockN, Short::kBlockN)) << sk;
+    EXPECT_FALSE(pays(sk, sk, -1, -1, Long::kBlockN, Short::kBlockN)) << sk;
   }
-  EXPECT_FALSE(sm90_short_tiles_pay(1024, 176, 176));  // one shape: nothing to pick
+  EXPECT_FALSE(pays(1024, 1024, -1, -1, 176, 176));  // one shape: nothing to pick
+  EXPECT_FALSE(pays(0, 1024, -1, -1, 176, 128));     // no rows or keys: nothing to weigh
+  EXPECT_FALSE(pays(1024, 0, -1, -1, 176, 128));
+}
+
+// d128: N128 for short causal problems and narrow windows (the tuner's causal 512 and 1k), N176
+// for dense ones at 2k and up and for long causal ones. Tiles start at a block's first key, so
+// a window (1024, 0) block's 1152 keys are 9 tiles of 128 (1332 cost) against 7 of 176 (1372).
+TEST(Sm90FlashLayout, ShortTilesForCausalAndWindowsAtD128) {
+  using Long = Sm90ConfigFor<128>::type;
+  using Short = Sm90ShortConfigFor<128>::type;
+  ASSERT_EQ(Long::kBlockN, 176);
+  ASSERT_EQ(Short::kBlockN, 128);
+  auto pays = [](long long sq, long long sk, long long left, long long right) {
+    return sm90_short_tiles_pay(sq, sk, left, right, Long::kBlockN, Short::kBlockN);
+  };
+  EXPECT_TRUE(pays(512, 512, -1, 0));
+  EXPECT_TRUE(pays(1024, 1024, -1, 0));
+  EXPECT_FALSE(pays(16384, 16384, -1, 0));
+  EXPECT_FALSE(pays(2048, 2048, -1, -1));
+  EXPECT_FALSE(pays(16384, 16384, -1, -1));
+  EXPECT_TRUE(pays(16384, 16384, 1024, 0));
+  // Sampling long sequences keeps the choice: 64 of 8192 blocks decide like all of them.
+  EXPECT_FALSE(pays(1 << 20, 1 << 20, -1, 0));
+  EXPECT_TRUE(pays(1 << 20, 1 << 20, 1024, 0));
 }
 
 }  // namespace

@@ -18,13 +18,21 @@
 // consumer budget.
 #pragma once
 
+#include "common/mask_rule.h"
+
 namespace flashattn::cuda {
 
-template <int kHeadDim_, int kBlockN_, int kStages_, bool kPingPong_ = false, int kPolyEvery_ = 0>
+template <int kHeadDim_, int kBlockN_, int kStages_, bool kPingPong_ = false, int kPolyEvery_ = 0,
+          int kPingPongMinTiles_ = 0>
 struct Sm90Config {
   static constexpr int kHeadDim = kHeadDim_;
-  // The consumer warpgroups take turns issuing their products (flash_sm90_kernel.cuh).
+  // The consumer warpgroups take turns issuing their products (flash_sm90_kernel.cuh) on work
+  // tiles of at least kPingPongMinTiles key tiles; shorter ones issue freely. The turns gain
+  // where many key tiles follow one another (d128 16k: +1.6%, v3) and cost where few do: each
+  // work tile opens and closes with a handshake of the two warpgroups (tools/tune_sm90 on the
+  // H200, N176 with against without: d128 512 -5%, 1k -2.5%; causal 512 -8%, 1k -5%).
   static constexpr bool kPingPong = kPingPong_;
+  static constexpr int kPingPongMinTiles = kPingPongMinTiles_;
   // Every kPolyEvery-th exponential of the softmax on the FMA pipe instead of MUFU (0: none;
   // fragment_ops.cuh softmax_update).
   static constexpr int kPolyEvery = kPolyEvery_;
@@ -97,31 +105,64 @@ struct Sm90Config {
 // kPolyEvery 8, 6, 4, 3 at N192 and 8, 6, 4 at N128).
 template <int kHeadDim>
 struct Sm90ConfigFor;
-//                                                  d    N  stages ping-pong poly   smem
-template <> struct Sm90ConfigFor<64>  { using type = Sm90Config<64, 192, 2, true, 8>; };  // 113 KB
-template <> struct Sm90ConfigFor<96>  { using type = Sm90Config<96, 176, 2, true>; };     // 209 KB
-template <> struct Sm90ConfigFor<128> { using type = Sm90Config<128, 176, 2, true>; };    // 209 KB
-template <> struct Sm90ConfigFor<192> { using type = Sm90Config<192, 96, 2>; };           // 193 KB
-template <> struct Sm90ConfigFor<256> { using type = Sm90Config<256, 80, 2>; };           // 225 KB
+// Ping-pong from 16 key tiles of a work tile on (kPingPongFrom): between the tuner's 6 (1k at
+// N176, where it lost) and 93 (16k, where it gained).
+constexpr int kPingPongFrom = 16;
+//                                                  d    N  stages ping-pong poly from   smem
+template <> struct Sm90ConfigFor<64>  {
+  using type = Sm90Config<64, 192, 2, true, 8, kPingPongFrom>;  // 113 KB
+};
+template <> struct Sm90ConfigFor<96>  {
+  using type = Sm90Config<96, 176, 2, true, 0, kPingPongFrom>;  // 209 KB
+};
+template <> struct Sm90ConfigFor<128> {
+  using type = Sm90Config<128, 176, 2, true, 0, kPingPongFrom>;  // 209 KB
+};
+template <> struct Sm90ConfigFor<192> { using type = Sm90Config<192, 96, 2>; };  // 193 KB
+template <> struct Sm90ConfigFor<256> { using type = Sm90Config<256, 80, 2>; };  // 225 KB
 
 // A second shape for short key ranges, where the wide tile's last, partial tile is a large
 // share of the work: d64's N192 computes 1152 keys for 1024 (v3 with N128 ran d64 1k at 316.4
-// TFLOP/s, v4 with N192 at 286.6). Head dims without one use their Sm90ConfigFor.
+// TFLOP/s, v4 with N192 at 286.6); d128's N176 runs causal 512 at 248.3 against N128's 277.6
+// and causal 1k at 362.8 against 390.5 (tools/tune_sm90, both without ping-pong), and puts a
+// window (1024, 0) block's 1152 keys in 7 tiles of 176 against 9 of 128. Head dims without
+// one use their Sm90ConfigFor. sm90_short_tiles_pay picks.
 template <int kHeadDim>
 struct Sm90ShortConfigFor { using type = typename Sm90ConfigFor<kHeadDim>::type; };
 template <> struct Sm90ShortConfigFor<64> {
-  using type = Sm90Config<64, 128, 2, true, 8>;  // 81 KB
+  using type = Sm90Config<64, 128, 2, true, 8, kPingPongFrom>;  // 81 KB
+};
+template <> struct Sm90ShortConfigFor<128> {
+  using type = Sm90Config<128, 128, 2, true, 0, kPingPongFrom>;  // 161 KB
 };
 
-// Whether block_n_short keys per tile take less time than block_n_long over seqlen_k keys, by
-// tiles x (keys per tile + kTileCost): kTileCost, a key tile's fixed cost in keys (the wait for
-// S, the row max, the barrier handshakes), fits the tuner's d64 16k pair (N192 431.1 against
-// N128 414.4 TFLOP/s: 20 keys) and then gives +7% for N128 at 1k (measured +10%) and -1.6% at
-// 4k (measured -0.7%).
-constexpr bool sm90_short_tiles_pay(long long seqlen_k, int block_n_long, int block_n_short) {
-  constexpr long long kTileCost = 20;
-  auto cost = [seqlen_k](long long n) { return (seqlen_k + n - 1) / n * (n + kTileCost); };
-  return block_n_short != block_n_long && cost(block_n_short) < cost(block_n_long);
+// Whether block_n_short keys per tile take less time than block_n_long for the blocks of one
+// sequence (seqlen_q queries, seqlen_k keys, the window (left, right) with -1 unbounded and
+// causal as right = 0), by the sum over its 128-row blocks of key tiles x (keys per tile +
+// kTileCost). A block's tiles start at the first key it sees (flash_sm90_kernel.cuh:
+// BlockCoords), so a block seeing keys [begin, end) takes ceil((end - begin) / N) of them.
+// kTileCost, a key tile's fixed cost in keys (the wait for S, the row max, the barrier
+// handshakes), fits the tuner's d64 16k pair (N192 431.1 against N128 414.4 TFLOP/s: 20 keys);
+// it then gives d64 +7% for N128 at 1k (measured +10%) and -1.6% at 4k (measured -0.7%), d128
+// causal +16% at 512 and +10% at 1k (measured +12% and +7.6%), d128 dense a tie at 512 and 1k
+// (measured 0.99x and 0.96x) and N176 ahead from 2k. Long sequences are sampled: at most 64
+// blocks, spread evenly, so the host's cost stays flat.
+inline bool sm90_short_tiles_pay(long long seqlen_q, long long seqlen_k, long long window_left,
+                                 long long window_right, int block_n_long, int block_n_short) {
+  if (block_n_short == block_n_long || seqlen_q <= 0 || seqlen_k <= 0) return false;
+  constexpr long long kTileCost = 20, kBlockM = 128, kMaxSamples = 64;
+  const MaskRule rule = MaskRule::make(seqlen_q, seqlen_k, window_left, window_right, false);
+  const long long blocks = (seqlen_q + kBlockM - 1) / kBlockM;
+  const long long step = (blocks + kMaxSamples - 1) / kMaxSamples;
+  long long cost_long = 0, cost_short = 0;
+  for (long long m = 0; m < blocks; m += step) {
+    const KeyRange keys = rule.block_range(m * kBlockM, kBlockM);
+    if (keys.empty()) continue;
+    const long long span = keys.end - keys.begin;
+    cost_long += (span + block_n_long - 1) / block_n_long * (block_n_long + kTileCost);
+    cost_short += (span + block_n_short - 1) / block_n_short * (block_n_short + kTileCost);
+  }
+  return cost_short < cost_long;
 }
 
 }  // namespace flashattn::cuda

@@ -447,24 +447,32 @@ __device__ __forceinline__ void consume(const KernelArgs& args, const Smem<Cfg>&
     for (int h = 0; h < Cfg::kPvSplits; ++h) ptx::fence_operands(o[h]);
   };
 
-  // Ping-pong (Cfg::kPingPong): the two consumers take turns issuing their wgmmas, so the
-  // softmax of one runs while the tensor cores work for the other (FlashAttention-3's warp
-  // scheduler barriers). A turn starts when the other consumer has ended its own; consumer 1
-  // lets consumer 0 start, and skips the hand-back after its last turn, which nobody awaits.
+  // Ping-pong (Cfg::kPingPong, on work tiles of at least Cfg::kPingPongMinTiles key tiles):
+  // the two consumers take turns issuing their wgmmas, so the softmax of one runs while the
+  // tensor cores work for the other (FlashAttention-3's warp scheduler barriers). A turn starts
+  // when the other consumer has ended its own; consumer 1 lets consumer 0 start, and skips the
+  // hand-back after its last turn, which nobody awaits: each work tile's handshakes are
+  // complete in themselves, so both consumers (which see the same tile count) may choose per
+  // work tile.
   constexpr int kBoth = Cfg::kConsumers * Cfg::kWarpgroup;
+  const int tiles = c.n_tiles;
+  const bool pingpong = Cfg::kPingPong && tiles >= Cfg::kPingPongMinTiles;
   auto turn_begin = [&] {
-    if constexpr (Cfg::kPingPong) ptx::named_barrier_sync(kTurnBarrier + consumer, kBoth);
+    if constexpr (Cfg::kPingPong) {
+      if (pingpong) ptx::named_barrier_sync(kTurnBarrier + consumer, kBoth);
+    }
   };
   auto turn_end = [&](bool last) {
     if constexpr (Cfg::kPingPong) {
-      if (!(last && consumer == 1)) ptx::named_barrier_arrive(kTurnBarrier + 1 - consumer, kBoth);
+      if (pingpong && !(last && consumer == 1)) {
+        ptx::named_barrier_arrive(kTurnBarrier + 1 - consumer, kBoth);
+      }
     }
   };
 
-  const int tiles = c.n_tiles;
   if (tiles > 0) {
     if constexpr (Cfg::kPingPong) {
-      if (consumer == 1) ptx::named_barrier_arrive(kTurnBarrier, kBoth);
+      if (pingpong && consumer == 1) ptx::named_barrier_arrive(kTurnBarrier, kBoth);
     }
     std::uint32_t p[Cfg::kNSteps][4];
     {  // The first tile: S, softmax, P (O is still 0: nothing to rescale).
@@ -811,7 +819,8 @@ Status launch_flash_sm90(const KernelArgs& args, const Sm90Extents& ext, unsigne
   using Long = typename Sm90ConfigFor<kHeadDim>::type;
   using Short = typename Sm90ShortConfigFor<kHeadDim>::type;
   if constexpr (!std::is_same_v<Long, Short>) {
-    if (sm90_short_tiles_pay(args.seqlen_k, Long::kBlockN, Short::kBlockN)) {
+    if (sm90_short_tiles_pay(args.seqlen_q, args.seqlen_k, args.window_left, args.window_right,
+                             Long::kBlockN, Short::kBlockN)) {
       return launch_flash_sm90_config<T, Short>(args, ext, tile_counter, stream);
     }
   }
