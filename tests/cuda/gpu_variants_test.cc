@@ -2,8 +2,9 @@
 // "flash", "flash-sm80" and "flash-sm90", through verify() as tests/verify/variants_test.cc runs
 // them on the CPU backends: the shared variant_cases() (tests/variant_cases.h), then larger cases
 // only a GPU runs in test time (4097-token windows, 20 random sequences, causal windows on unequal
-// lengths, softcap on large scores). The verifier's baseline on CUDA is the naive GPU kernel;
-// its reference is the float64 CPU one where affordable, else naive in float32.
+// lengths, softcap on large scores, ALiBi over many key tiles). The verifier's baseline on CUDA is
+// the naive GPU kernel; its reference is the float64 CPU one where affordable, else naive in
+// float32.
 // Every test reports skipped, not passed, on a machine without a CUDA device.
 #include <gtest/gtest.h>
 
@@ -45,7 +46,8 @@ ProblemShape for_backend(const std::string& backend, ProblemShape s) {
 }
 
 // Larger cases: long windows, many sequences, causal windows on unequal lengths, softcap on
-// large scores. Above the CPU reference limit the verifier judges against naive in float32.
+// large scores, ALiBi over many key tiles. Above the CPU reference limit the verifier judges
+// against naive in float32.
 std::vector<VariantCase> large_cases() {
   std::vector<VariantCase> c;
   auto add = [&c](const std::string& name, const ProblemShape& shape, bool keyless,
@@ -72,6 +74,30 @@ std::vector<VariantCase> large_cases() {
   add("softcap_50_largescores_causal_2049",
       with_softcap(dense(1, 4, 4, 2049, 2049, 64, DType::kFP16, true), 50.0f), false,
       InputKind::kLargeScores);
+  // ALiBi over many key tiles, where flash-sm80 and flash-sm90 take the one-FFMA form on tiles
+  // wholly left or right of a warp's diagonals and the general form across them (fragment_ops.cuh
+  // score_mod_fragment): 8 and 16 heads for slopes up to 2^-1 and 2^-0.5; more keys than queries
+  // (causal: every tile left or across), more queries than keys (non-causal, diag -1900: the
+  // first rows' keys all right of the diagonal), with a window and sinks, with everything, and
+  // varlen.
+  add("alibi_causal_q1500_k4000",
+      with_alibi(dense(1, 8, 2, 1500, 4000, 128, DType::kBF16, true), AlibiMode::kHeads), false);
+  add("alibi_q3000_k1100_fp16",
+      with_alibi(dense(1, 8, 8, 3000, 1100, 64, DType::kFP16, false), AlibiMode::kHeads), false);
+  add("alibi_batchheads_window_sinks_2049",
+      with_sinks(with_window(with_alibi(dense(2, 4, 2, 2049, 2049, 256, DType::kBF16, false),
+                                        AlibiMode::kBatchHeads),
+                             700, 300)),
+      false);
+  add("alibi_softcap_window_sinks_causal_4097_fp16",
+      with_sinks(with_window(
+          with_softcap(with_alibi(dense(1, 16, 4, 4097, 4097, 64, DType::kFP16, true),
+                                  AlibiMode::kHeads),
+                       30.0f),
+          1000, -1)),
+      false);
+  add("alibi_varlen_20_random_causal",
+      with_alibi(packed(8, 2, v.q, v.k, 128, DType::kBF16, true), AlibiMode::kHeads), true);
   return c;
 }
 

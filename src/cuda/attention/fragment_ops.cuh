@@ -8,11 +8,13 @@
 // first row (block start + warp start + g).
 //
 // Order per key tile: S = Q K^T; score_mod (softcap, ALiBi); mask (after the transform: softcap
-// would turn a masked -inf into -cap); softmax_update; rescale O; O += P V.
+// would turn a masked -inf into -cap); ALiBi's row part (alibi_row_bias) into softmax_update;
+// rescale O; O += P V.
 #pragma once
 
 #include <cstdint>
 
+#include "common/alibi_tile.h"
 #include "common/mask_rule.h"
 #include "cuda/attention/online_softmax.cuh"
 #include "cuda/attention/score_mod.cuh"
@@ -24,12 +26,25 @@ namespace flashattn::cuda {
 template <int kMTiles, int kNTiles>
 using Fragment = float[kMTiles][kNTiles][4];
 
-// Softcap and ALiBi on one key tile starting at key n0. ALiBi's distance i + diag - j is
-// formed per row as one float, (row + diag - n0 - 2t), and per column as a constant.
+// ALiBi's k of key tile n0 (8 kNTiles keys) for a warp's fragment rows, the 16 kMTiles rows
+// from row0 - g (common/alibi_tile.h): slope or -slope (raw) on a one-sided tile, 0 across the
+// diagonal. Warp-uniform.
+template <int kMTiles, int kNTiles, typename Int>
+__device__ __forceinline__ float fragment_alibi_k(const ScoreMod& mod, Int row0, int g, Int diag,
+                                                  Int n0) {
+  return alibi_tile_k<Int>(mod.neg_slope, row0 - g, 16 * kMTiles, diag, n0, 8 * kNTiles);
+}
+
+// Softcap and ALiBi on one key tile starting at key n0 (g, t: the lane's row group and column
+// pair). ALiBi (common/alibi_tile.h): on a tile wholly on one side of the diagonal of every row
+// of the warp (fragment_alibi_k), one FFMA per score adds the column part k c, and alibi_row_bias
+// gives each row's part -k d, which softmax_update adds to the whole row; across the diagonal
+// the general form s - slope |d - c|, one FADD and one FFMA per score, and no row part. d is
+// formed per row as one float, (row + diag - n0 - 2t); c = 8 nt + e is an immediate.
 template <int kMTiles, int kNTiles, typename Int>
 __device__ __forceinline__ void score_mod_fragment(Fragment<kMTiles, kNTiles>& s,
                                                    const ScoreMod& mod, Int row0, Int diag,
-                                                   Int n0, int t) {
+                                                   Int n0, int t, int g) {
   if (mod.softcap()) {
 #pragma unroll
     for (int mt = 0; mt < kMTiles; ++mt) {
@@ -41,21 +56,56 @@ __device__ __forceinline__ void score_mod_fragment(Fragment<kMTiles, kNTiles>& s
     }
   }
   if (mod.alibi()) {
-    const float dist0 = static_cast<float>(row0 + diag - n0 - 2 * t);
+    const float k = fragment_alibi_k<kMTiles, kNTiles>(mod, row0, g, diag, n0);
+    if (k == 0.0f) {
+      const float d0 = static_cast<float>(row0 + diag - n0 - 2 * t);
 #pragma unroll
-    for (int mt = 0; mt < kMTiles; ++mt) {
+      for (int mt = 0; mt < kMTiles; ++mt) {
 #pragma unroll
-      for (int hh = 0; hh < 2; ++hh) {
-        const float dist_row = dist0 + static_cast<float>(16 * mt + 8 * hh);
+        for (int hh = 0; hh < 2; ++hh) {
+          const float d = d0 + static_cast<float>(16 * mt + 8 * hh);
 #pragma unroll
-        for (int nt = 0; nt < kNTiles; ++nt) {
+          for (int nt = 0; nt < kNTiles; ++nt) {
 #pragma unroll
-          for (int e = 0; e < 2; ++e) {
-            float& x = s[mt][nt][2 * hh + e];
-            x = mod.apply_alibi(x, dist_row - static_cast<float>(8 * nt + e));
+            for (int e = 0; e < 2; ++e) {
+              float& x = s[mt][nt][2 * hh + e];
+              x = alibi_abs_score(x, mod.neg_slope, d, static_cast<float>(8 * nt + e));
+            }
           }
         }
       }
+    } else {
+#pragma unroll
+      for (int mt = 0; mt < kMTiles; ++mt) {
+#pragma unroll
+        for (int nt = 0; nt < kNTiles; ++nt) {
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            const int col = 8 * nt + e % 2;
+            if (col == 0) continue;  // no column part (ptxas keeps s + k * 0: s may be -0)
+            s[mt][nt][e] = alibi_linear_score(s[mt][nt][e], k, static_cast<float>(col));
+          }
+        }
+      }
+    }
+  }
+}
+
+// ALiBi's row part of the tile score_mod_fragment transformed with the same arguments, as
+// softmax_update's row_bias: -k d per row on a one-sided tile, 0 across the diagonal or without
+// ALiBi (neg_slope = 0). A step of its own, right before softmax_update: made with the column
+// part, before the mask, the rows' floats lived across it and spilled flash-sm90's variant
+// kernel at 240 registers (4 bytes). The caller skips it without ALiBi (row_bias then 0).
+template <int kMTiles, int kNTiles, typename Int>
+__device__ __forceinline__ void alibi_row_bias(float (&row_bias)[kMTiles][2], const ScoreMod& mod,
+                                               Int row0, Int diag, Int n0, int t, int g) {
+  const float k = fragment_alibi_k<kMTiles, kNTiles>(mod, row0, g, diag, n0);  // 0: bias 0
+  const float d0 = static_cast<float>(row0 + diag - n0 - 2 * t);
+#pragma unroll
+  for (int mt = 0; mt < kMTiles; ++mt) {
+#pragma unroll
+    for (int hh = 0; hh < 2; ++hh) {
+      row_bias[mt][hh] = alibi_linear_row(k, d0 + static_cast<float>(16 * mt + 8 * hh));
     }
   }
 }
@@ -138,11 +188,16 @@ __host__ __device__ constexpr bool takes_exp2_fma(int i) {
   }
 }
 
+// row_bias (null: none): a term each row of this lane adds to every score of the row (ALiBi's
+// row part, score_mod_fragment), per lane: the lanes of a quad hold different columns and their
+// terms differ. It joins the lane's tile max before the quad's reduction and leaves the
+// subtrahend, (s - (max - bias)) * scale_log2: two FADDs per row instead of one per score.
 template <int kMTiles, int kNTiles, int kPolyEvery = 0>
 __device__ __forceinline__ bool softmax_update(Fragment<kMTiles, kNTiles>& s,
                                                float (&row_max)[kMTiles][2],
                                                float (&row_sum)[kMTiles][2],
-                                               float (&alpha)[kMTiles][2], float scale_log2) {
+                                               float (&alpha)[kMTiles][2], float scale_log2,
+                                               const float (*row_bias)[2] = nullptr) {
   constexpr float kRescaleLog2 = 8.0f;
   bool moved = false;
 #pragma unroll
@@ -154,6 +209,7 @@ __device__ __forceinline__ bool softmax_update(Fragment<kMTiles, kNTiles>& s,
       for (int nt = 0; nt < kNTiles; ++nt) {
         tile_max = fmaxf(tile_max, fmaxf(s[mt][nt][2 * hh], s[mt][nt][2 * hh + 1]));
       }
+      if (row_bias != nullptr) tile_max += row_bias[mt][hh];
       tile_max = reduce_max_lanes<4>(tile_max);
       const float growth_log2 = exp2_arg(tile_max, row_max[mt][hh], scale_log2);
       alpha[mt][hh] = 1.0f;
@@ -162,7 +218,8 @@ __device__ __forceinline__ bool softmax_update(Fragment<kMTiles, kNTiles>& s,
         row_max[mt][hh] = tile_max;
         moved = true;
       }
-      const float sub = safe_max(row_max[mt][hh]);
+      float sub = safe_max(row_max[mt][hh]);
+      if (row_bias != nullptr) sub -= row_bias[mt][hh];
       float p_sum = 0.0f;
 #pragma unroll
       for (int nt = 0; nt < kNTiles; ++nt) {

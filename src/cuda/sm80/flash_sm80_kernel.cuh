@@ -156,7 +156,16 @@ flash_sm80_kernel(KernelArgs args) {
     } else {
       w.template mask<kVariants>(s, rule(), c.m0, n0);
     }
-    w.rescale_o(w.softmax(s, p, args.scale_log2));
+    // ALiBi's row part goes into the softmax (fragment_ops.cuh). A copy of the softmax without
+    // it serves the general kernel's other variants, which would otherwise add zeros (13 more
+    // instructions a tile at d128); the two copies spill at no head dim on sm_80 or sm_90a.
+    if (kVariants && args.alibi_slopes != nullptr) {
+      float row_bias[Cfg::kMTiles][2];
+      w.alibi_row_bias(row_bias, mod_smem, c, n0);
+      w.rescale_o(w.softmax(s, p, args.scale_log2, row_bias));
+    } else {
+      w.rescale_o(w.softmax(s, p, args.scale_log2));
+    }
     w.pv(p, v_smem + stage * Cfg::kKvTileBytes);
     stage = stage + 1 == Cfg::kStages ? 0 : stage + 1;
     ahead_stage = ahead_stage + 1 == Cfg::kStages ? 0 : ahead_stage + 1;

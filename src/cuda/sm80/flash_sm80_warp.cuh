@@ -204,13 +204,23 @@ struct WarpAttention {
   }
 
   // Softcap and ALiBi (score_mod.cuh), when the params ask for either: a test of kernel
-  // parameters, so the dense path pays one uniform branch per tile.
+  // parameters, so the dense path pays one uniform branch per tile. ALiBi takes its one-FFMA
+  // form on tiles wholly on one side of the diagonals of this warp's rows (fragment_ops.cuh);
+  // its row part comes from alibi_row_bias().
   __device__ __forceinline__ void score_mod(Scores& s, const KernelArgs& args, const ScoreMod& mod,
                                             const BlockCoords<T>& c, std::int64_t n0) const {
     if (args.softcap > 0.0f || args.alibi_slopes != nullptr) {
       score_mod_fragment<kMTiles, kNTiles>(s, mod, c.m0 + row0 + g, c.seqlen_k - c.seqlen_q, n0,
-                                           t);
+                                           t, g);
     }
+  }
+
+  // ALiBi's row part of tile n0 for softmax() (fragment_ops.cuh alibi_row_bias), after the mask.
+  __device__ __forceinline__ void alibi_row_bias(float (&row_bias)[kMTiles][2],
+                                                 const ScoreMod& mod, const BlockCoords<T>& c,
+                                                 std::int64_t n0) const {
+    cuda::alibi_row_bias<kMTiles, kNTiles>(row_bias, mod, c.m0 + row0 + g,
+                                           c.seqlen_k - c.seqlen_q, n0, t, g);
   }
 
   // Scores the rows do not see become -inf (MaskRule): only on the tiles where some row of this
@@ -234,8 +244,11 @@ struct WarpAttention {
 
   // Online softmax of one tile (fragment_ops.cuh: lazy rescaling, exponent form), then P rounded
   // to T and packed as PV's A fragments. Returns whether rescale_o() must run before pv().
-  __device__ __forceinline__ bool softmax(Scores& s, Probs& p, float scale_log2) {
-    const bool moved = softmax_update<kMTiles, kNTiles>(s, row_max, row_sum, alpha, scale_log2);
+  // row_bias: ALiBi's row part (alibi_row_bias), the general kernel's; null: none.
+  __device__ __forceinline__ bool softmax(Scores& s, Probs& p, float scale_log2,
+                                          const float (*row_bias)[2] = nullptr) {
+    const bool moved =
+        softmax_update<kMTiles, kNTiles>(s, row_max, row_sum, alpha, scale_log2, row_bias);
     // The C fragments of n-tiles 2ks and 2ks + 1 are the A fragment of PV's k16 step ks.
 #pragma unroll
     for (int mt = 0; mt < kMTiles; ++mt) {

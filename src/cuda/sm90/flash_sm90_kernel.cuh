@@ -405,17 +405,28 @@ __device__ __forceinline__ void consume(const KernelArgs& args, const Smem<Cfg>&
   // Score transforms, mask and online softmax of key tile j's scores (first key n0), in place.
   // True when a row's max moved (O then needs alpha).
   auto softmax = [&](Fragment<1, kNTiles>& s_frag, int n0) {
+    const int diag = c.seqlen_k - c.seqlen_q;
     if constexpr (kVariants) {
       if (args.softcap > 0.0f || args.alibi_slopes != nullptr) {
-        score_mod_fragment<1, kNTiles>(s_frag, mod, lane_row, c.seqlen_k - c.seqlen_q,
-                                       n0, tq);
+        score_mod_fragment<1, kNTiles>(s_frag, mod, lane_row, diag, n0, tq, g);
       }
     }
     if (rule.tile_needs_mask(c.m0 + wg_row, Cfg::kConsumerRows, n0, kBlockN)) {
       mask_fragment<1, kNTiles>(s_frag, rule, lane_row, n0, tq);
     }
-    return softmax_update<1, kNTiles, Cfg::kPolyEvery>(s_frag, row_max, row_sum, alpha,
-                                                        args.scale_log2);
+    if constexpr (kVariants) {
+      // ALiBi's row part; zeros without ALiBi (two FADDs per row in softmax_update: a second
+      // copy of the softmax without them spilled 12 bytes at d128).
+      float row_bias[1][2] = {{0.0f, 0.0f}};
+      if (args.alibi_slopes != nullptr) {
+        alibi_row_bias<1, kNTiles>(row_bias, mod, lane_row, diag, n0, tq, g);
+      }
+      return softmax_update<1, kNTiles, Cfg::kPolyEvery>(s_frag, row_max, row_sum, alpha,
+                                                          args.scale_log2, row_bias);
+    } else {
+      return softmax_update<1, kNTiles, Cfg::kPolyEvery>(s_frag, row_max, row_sum, alpha,
+                                                          args.scale_log2);
+    }
   };
   // P in 16 bits as PV's A fragments.
   auto pack_p = [&](const float(&s_acc)[kBlockN / 2], std::uint32_t(&p)[Cfg::kNSteps][4]) {
