@@ -8,8 +8,5 @@ void add_hdim128(std::vector<Candidate>* out) {
   out->push_back(make_candidate<Sm90Config<128, 128, 2, false>>());
   out->push_back(make_candidate<Sm90Config<128, 176, 2, true>>());
   out->push_back(make_candidate<Sm90Config<128, 176, 2, false>>());
-  // What ships (flash_sm90_config.h): ping-pong from kPingPongFrom key tiles on.
-  out->push_back(make_candidate<cuda::Sm90ConfigFor<128>::type>());
-  out->push_back(make_candidate<cuda::Sm90ShortConfigFor<128>::type>());
 }
 }  // namespace flashattn::tune

@@ -7,6 +7,6 @@ void add_hdim256(std::vector<Candidate>* out) {
   out->push_back(make_candidate<Sm90Config<256, 64, 2, false>>());
   out->push_back(make_candidate<Sm90Config<256, 64, 2, true>>());
   out->push_back(make_candidate<Sm90Config<256, 80, 2, false>>());
-  out->push_back(make_candidate<Sm90Config<256, 48, 3, false>>());
+  out->push_back(make_candidate<Sm90Config<256, 80, 2, true>>());
 }
 }  // namespace flashattn::tune

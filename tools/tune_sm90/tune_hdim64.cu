@@ -11,11 +11,6 @@ void add_hdim64(std::vector<Candidate>* out) {
   // The exponentials' share on the FMA pipe: every kPolyEvery-th (0 above: all on MUFU).
   //                                     d    N  stages ping-pong poly
   out->push_back(make_candidate<Sm90Config<64, 192, 2, true, 8>>());
-  out->push_back(make_candidate<Sm90Config<64, 192, 2, true, 6>>());
-  out->push_back(make_candidate<Sm90Config<64, 192, 2, true, 4>>());
-  out->push_back(make_candidate<Sm90Config<64, 128, 2, false, 8>>());
-  // What ships (flash_sm90_config.h): ping-pong from kPingPongFrom key tiles on.
-  out->push_back(make_candidate<cuda::Sm90ConfigFor<64>::type>());
-  out->push_back(make_candidate<cuda::Sm90ShortConfigFor<64>::type>());
+  out->push_back(make_candidate<Sm90Config<64, 192, 2, false, 8>>());
 }
 }  // namespace flashattn::tune
