@@ -23,40 +23,59 @@ namespace flashattn::cuda {
 template <int kMTiles, int kNTiles>
 using Fragment = float[kMTiles][kNTiles][4];
 
-// Softcap and ALiBi on one key tile starting at key n0. ALiBi's distance i + diag - j is
-// formed per row as one float, (row + diag - n0 - 2t), and per column as a constant.
-template <int kMTiles, int kNTiles, typename Int>
-__device__ __forceinline__ void score_mod_fragment(Fragment<kMTiles, kNTiles>& s,
-                                                   const ScoreMod& mod, Int row0, Int diag,
-                                                   Int n0, int t) {
-  if (mod.softcap()) {
+// Softcap on one key tile. Its reciprocal runs on the FMA pipe (apply_softcap_fma) for n8 column
+// slab nt when nt % kRcpPeriod < kFmaRcpSlabs, on the MUFU unit (apply_softcap) otherwise (the
+// defaults, 0 of 1: MUFU everywhere); a constant pattern over the unrolled slabs, so the choice
+// costs no instruction.
+template <int kMTiles, int kNTiles, int kFmaRcpSlabs = 0, int kRcpPeriod = 1>
+__device__ __forceinline__ void softcap_fragment(Fragment<kMTiles, kNTiles>& s,
+                                                 const ScoreMod& mod) {
+  static_assert(kRcpPeriod >= 1 && kFmaRcpSlabs >= 0 && kFmaRcpSlabs <= kRcpPeriod,
+                "kFmaRcpSlabs of every kRcpPeriod slabs");
 #pragma unroll
-    for (int mt = 0; mt < kMTiles; ++mt) {
+  for (int mt = 0; mt < kMTiles; ++mt) {
 #pragma unroll
-      for (int nt = 0; nt < kNTiles; ++nt) {
+    for (int nt = 0; nt < kNTiles; ++nt) {
+      const bool fma_rcp = nt % kRcpPeriod < kFmaRcpSlabs;
 #pragma unroll
-        for (int e = 0; e < 4; ++e) s[mt][nt][e] = mod.apply_softcap(s[mt][nt][e]);
+      for (int e = 0; e < 4; ++e) {
+        s[mt][nt][e] =
+            fma_rcp ? mod.apply_softcap_fma(s[mt][nt][e]) : mod.apply_softcap(s[mt][nt][e]);
       }
     }
   }
-  if (mod.alibi()) {
-    const float dist0 = static_cast<float>(row0 + diag - n0 - 2 * t);
+}
+
+// ALiBi on one key tile starting at key n0. The distance i + diag - j is formed per row as one
+// float, (row + diag - n0 - 2t), and per column as a constant.
+template <int kMTiles, int kNTiles, typename Int>
+__device__ __forceinline__ void alibi_fragment(Fragment<kMTiles, kNTiles>& s, const ScoreMod& mod,
+                                               Int row0, Int diag, Int n0, int t) {
+  const float dist0 = static_cast<float>(row0 + diag - n0 - 2 * t);
 #pragma unroll
-    for (int mt = 0; mt < kMTiles; ++mt) {
+  for (int mt = 0; mt < kMTiles; ++mt) {
 #pragma unroll
-      for (int hh = 0; hh < 2; ++hh) {
-        const float dist_row = dist0 + static_cast<float>(16 * mt + 8 * hh);
+    for (int hh = 0; hh < 2; ++hh) {
+      const float dist_row = dist0 + static_cast<float>(16 * mt + 8 * hh);
 #pragma unroll
-        for (int nt = 0; nt < kNTiles; ++nt) {
+      for (int nt = 0; nt < kNTiles; ++nt) {
 #pragma unroll
-          for (int e = 0; e < 2; ++e) {
-            float& x = s[mt][nt][2 * hh + e];
-            x = mod.apply_alibi(x, dist_row - static_cast<float>(8 * nt + e));
-          }
+        for (int e = 0; e < 2; ++e) {
+          float& x = s[mt][nt][2 * hh + e];
+          x = mod.apply_alibi(x, dist_row - static_cast<float>(8 * nt + e));
         }
       }
     }
   }
+}
+
+// Softcap (reciprocal on the MUFU unit) and ALiBi on one key tile starting at key n0.
+template <int kMTiles, int kNTiles, typename Int>
+__device__ __forceinline__ void score_mod_fragment(Fragment<kMTiles, kNTiles>& s,
+                                                   const ScoreMod& mod, Int row0, Int diag,
+                                                   Int n0, int t) {
+  if (mod.softcap()) softcap_fragment<kMTiles, kNTiles>(s, mod);
+  if (mod.alibi()) alibi_fragment<kMTiles, kNTiles>(s, mod, row0, diag, n0, t);
 }
 
 // Scores a row does not see become -inf (MaskRule: keys left or right of its window, past
