@@ -34,11 +34,6 @@ AttentionArgs make_attention_args(const ForwardParams& p) {
   a.window_left = p.window_left;
   a.window_right = p.causal ? 0 : p.window_right;
   a.softcap = p.softcap;
-  if (a.softcap > 0.0f) {
-    a.softcap_raw = a.softcap / a.scale;
-    a.softcap_neg_two_raw = -2.0f * a.softcap_raw;
-    a.softcap_tanh_in = 2.0f * kLog2e * a.scale / a.softcap;
-  }
   a.alibi_slopes = static_cast<const float*>(p.alibi_slopes.data);
   a.alibi_batch_stride = p.alibi_slopes.defined() && p.alibi_slopes.rank == 2 ? a.heads : 0;
   a.sinks = static_cast<const float*>(p.sinks.data);

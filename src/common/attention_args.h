@@ -40,12 +40,6 @@ struct AttentionArgs {
   // The variants (ForwardParams' fields; causal folded into window_right).
   std::int64_t window_left, window_right;  // -1: unbounded
   float softcap;                            // 0: off
-  // Softcap in the GPU kernels' raw score units (cuda/attention/score_mod.cuh), derived here once
-  // rather than per block on the device: each kernel then reads them as parameters, without the
-  // two IEEE divisions (~35 instructions and 1-4 registers per variant kernel). 0 without softcap.
-  float softcap_raw;                        // softcap / scale
-  float softcap_neg_two_raw;                // -2 softcap / scale
-  float softcap_tanh_in;                    // 2 log2(e) scale / softcap
   const float* alibi_slopes;                // null: none; slope of (b, h) at b * alibi_batch_stride + h
   std::int64_t alibi_batch_stride;          // 0 for (heads) slopes, heads for (batch, heads)
   const float* sinks;                       // null: none; one logit per head

@@ -98,11 +98,6 @@ std::vector<VariantCase> large_cases() {
       false);
   add("alibi_varlen_20_random_causal",
       with_alibi(packed(8, 2, v.q, v.k, 128, DType::kBF16, true), AlibiMode::kHeads), true);
-  // flash-sm90's softcap takes half its reciprocals on the FMA pipe, at d128 after the P V
-  // wait, at the other head dims before it (Sm90Config): one more head dim of the second kind.
-  add("softcap_30_largescores_causal_d256_1100",
-      with_softcap(dense(1, 2, 2, 1100, 1100, 256, DType::kBF16, true), 30.0f), false,
-      InputKind::kLargeScores);
   return c;
 }
 

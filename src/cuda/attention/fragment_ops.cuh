@@ -26,29 +26,6 @@ namespace flashattn::cuda {
 template <int kMTiles, int kNTiles>
 using Fragment = float[kMTiles][kNTiles][4];
 
-// Softcap on one key tile. Its reciprocal runs on the FMA pipe (apply_softcap_fma) for n8 column
-// slab nt when nt % kRcpPeriod < kFmaRcpSlabs, on the MUFU unit (apply_softcap) otherwise (the
-// defaults, 0 of 1: MUFU everywhere); a constant pattern over the unrolled slabs, so the choice
-// costs no instruction.
-template <int kMTiles, int kNTiles, int kFmaRcpSlabs = 0, int kRcpPeriod = 1>
-__device__ __forceinline__ void softcap_fragment(Fragment<kMTiles, kNTiles>& s,
-                                                 const ScoreMod& mod) {
-  static_assert(kRcpPeriod >= 1 && kFmaRcpSlabs >= 0 && kFmaRcpSlabs <= kRcpPeriod,
-                "kFmaRcpSlabs of every kRcpPeriod slabs");
-#pragma unroll
-  for (int mt = 0; mt < kMTiles; ++mt) {
-#pragma unroll
-    for (int nt = 0; nt < kNTiles; ++nt) {
-      const bool fma_rcp = nt % kRcpPeriod < kFmaRcpSlabs;
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        s[mt][nt][e] =
-            fma_rcp ? mod.apply_softcap_fma(s[mt][nt][e]) : mod.apply_softcap(s[mt][nt][e]);
-      }
-    }
-  }
-}
-
 // ALiBi's k of key tile n0 (8 kNTiles keys) for a warp's fragment rows, the 16 kMTiles rows
 // from row0 - g (common/alibi_tile.h): slope or -slope (raw) on a one-sided tile, 0 across the
 // diagonal. Warp-uniform.
@@ -58,50 +35,63 @@ __device__ __forceinline__ float fragment_alibi_k(const ScoreMod& mod, Int row0,
   return alibi_tile_k<Int>(mod.neg_slope, row0 - g, 16 * kMTiles, diag, n0, 8 * kNTiles);
 }
 
-// ALiBi on one key tile starting at key n0 (g, t: the lane's row group and column pair)
-// (common/alibi_tile.h): on a tile wholly on one side of the diagonal of every row of the warp
-// (fragment_alibi_k), one FFMA per score adds the column part k c, and alibi_row_bias gives each
-// row's part -k d, which softmax_update adds to the whole row; across the diagonal the general
-// form s - slope |d - c|, one FADD and one FFMA per score, and no row part. d is formed per row
-// as one float, (row + diag - n0 - 2t); c = 8 nt + e is an immediate.
+// Softcap and ALiBi on one key tile starting at key n0 (g, t: the lane's row group and column
+// pair). ALiBi (common/alibi_tile.h): on a tile wholly on one side of the diagonal of every row
+// of the warp (fragment_alibi_k), one FFMA per score adds the column part k c, and alibi_row_bias
+// gives each row's part -k d, which softmax_update adds to the whole row; across the diagonal
+// the general form s - slope |d - c|, one FADD and one FFMA per score, and no row part. d is
+// formed per row as one float, (row + diag - n0 - 2t); c = 8 nt + e is an immediate.
 template <int kMTiles, int kNTiles, typename Int>
-__device__ __forceinline__ void alibi_fragment(Fragment<kMTiles, kNTiles>& s, const ScoreMod& mod,
-                                               Int row0, Int diag, Int n0, int t, int g) {
-  const float k = fragment_alibi_k<kMTiles, kNTiles>(mod, row0, g, diag, n0);
-  if (k == 0.0f) {
-    const float d0 = static_cast<float>(row0 + diag - n0 - 2 * t);
-#pragma unroll
-    for (int mt = 0; mt < kMTiles; ++mt) {
-#pragma unroll
-      for (int hh = 0; hh < 2; ++hh) {
-        const float d = d0 + static_cast<float>(16 * mt + 8 * hh);
-#pragma unroll
-        for (int nt = 0; nt < kNTiles; ++nt) {
-#pragma unroll
-          for (int e = 0; e < 2; ++e) {
-            float& x = s[mt][nt][2 * hh + e];
-            x = alibi_abs_score(x, mod.neg_slope, d, static_cast<float>(8 * nt + e));
-          }
-        }
-      }
-    }
-  } else {
+__device__ __forceinline__ void score_mod_fragment(Fragment<kMTiles, kNTiles>& s,
+                                                   const ScoreMod& mod, Int row0, Int diag,
+                                                   Int n0, int t, int g) {
+  if (mod.softcap()) {
 #pragma unroll
     for (int mt = 0; mt < kMTiles; ++mt) {
 #pragma unroll
       for (int nt = 0; nt < kNTiles; ++nt) {
 #pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int col = 8 * nt + e % 2;
-          if (col == 0) continue;  // no column part (ptxas keeps s + k * 0: s may be -0)
-          s[mt][nt][e] = alibi_linear_score(s[mt][nt][e], k, static_cast<float>(col));
+        for (int e = 0; e < 4; ++e) s[mt][nt][e] = mod.apply_softcap(s[mt][nt][e]);
+      }
+    }
+  }
+  if (mod.alibi()) {
+    const float k = fragment_alibi_k<kMTiles, kNTiles>(mod, row0, g, diag, n0);
+    if (k == 0.0f) {
+      const float d0 = static_cast<float>(row0 + diag - n0 - 2 * t);
+#pragma unroll
+      for (int mt = 0; mt < kMTiles; ++mt) {
+#pragma unroll
+        for (int hh = 0; hh < 2; ++hh) {
+          const float d = d0 + static_cast<float>(16 * mt + 8 * hh);
+#pragma unroll
+          for (int nt = 0; nt < kNTiles; ++nt) {
+#pragma unroll
+            for (int e = 0; e < 2; ++e) {
+              float& x = s[mt][nt][2 * hh + e];
+              x = alibi_abs_score(x, mod.neg_slope, d, static_cast<float>(8 * nt + e));
+            }
+          }
+        }
+      }
+    } else {
+#pragma unroll
+      for (int mt = 0; mt < kMTiles; ++mt) {
+#pragma unroll
+        for (int nt = 0; nt < kNTiles; ++nt) {
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            const int col = 8 * nt + e % 2;
+            if (col == 0) continue;  // no column part (ptxas keeps s + k * 0: s may be -0)
+            s[mt][nt][e] = alibi_linear_score(s[mt][nt][e], k, static_cast<float>(col));
+          }
         }
       }
     }
   }
 }
 
-// ALiBi's row part of the tile alibi_fragment transformed with the same arguments, as
+// ALiBi's row part of the tile score_mod_fragment transformed with the same arguments, as
 // softmax_update's row_bias: -k d per row on a one-sided tile, 0 across the diagonal or without
 // ALiBi (neg_slope = 0). A step of its own, right before softmax_update: made with the column
 // part, before the mask, the rows' floats lived across it and spilled flash-sm90's variant
@@ -118,15 +108,6 @@ __device__ __forceinline__ void alibi_row_bias(float (&row_bias)[kMTiles][2], co
       row_bias[mt][hh] = alibi_linear_row(k, d0 + static_cast<float>(16 * mt + 8 * hh));
     }
   }
-}
-
-// Softcap (reciprocal on the MUFU unit) and ALiBi on one key tile starting at key n0.
-template <int kMTiles, int kNTiles, typename Int>
-__device__ __forceinline__ void score_mod_fragment(Fragment<kMTiles, kNTiles>& s,
-                                                   const ScoreMod& mod, Int row0, Int diag,
-                                                   Int n0, int t, int g) {
-  if (mod.softcap()) softcap_fragment<kMTiles, kNTiles>(s, mod);
-  if (mod.alibi()) alibi_fragment<kMTiles, kNTiles>(s, mod, row0, diag, n0, t, g);
 }
 
 // Scores a row does not see become -inf (MaskRule: keys left or right of its window, past

@@ -12,16 +12,13 @@
 // float32 ulps of 1 (e^{2x} overflows to inf for large x: rcp(inf) = 0, tanh = 1; underflows to 0
 // for very negative x: tanh = -1). tanh.approx.f32 would be one MUFU op less, but its relative
 // error of ~2^-11 becomes 0.015 in a logit capped at 30: a 1.5% error in P, 4x the bf16 rounding
-// of P, where this form stays at the rounding floor. apply_softcap_fma is the same function with
-// the reciprocal on the FMA pipe (softcap_fma.h), as accurate (tests/cuda/rcp_fma_test.cc): one
-// MUFU op and ten FP32/ALU ops, for kernels whose MUFU unit is the bottleneck (flash-sm90 on
-// half its column slabs: Sm90Config::kSoftcapFmaSlabs).
+// of P, where this form stays at the rounding floor.
 #pragma once
 
 #include <cstdint>
 
 #include "common/attention_args.h"
-#include "cuda/attention/softcap_fma.h"
+#include "common/math_constants.h"
 #include "cuda/primitives/fast_math.cuh"
 
 namespace flashattn::cuda {
@@ -32,13 +29,14 @@ struct ScoreMod {
   float tanh_in = 0.0f;    // 2 * log2(e) * scale / softcap: ex2(S * tanh_in) = e^{2 scale S / c}
   float neg_slope = 0.0f;  // -(ALiBi slope of this (batch, head)) / scale; 0: no ALiBi
 
-  // The softcap constants come from the host (AttentionArgs), the slope from the slopes tensor.
   __device__ __forceinline__ static ScoreMod make(const AttentionArgs& a, std::int64_t b,
                                                   std::int64_t h) {
     ScoreMod m;
-    m.cap = a.softcap_raw;
-    m.neg_two_cap = a.softcap_neg_two_raw;
-    m.tanh_in = a.softcap_tanh_in;
+    if (a.softcap > 0.0f) {
+      m.cap = a.softcap / a.scale;
+      m.neg_two_cap = -2.0f * m.cap;
+      m.tanh_in = 2.0f * kLog2e * a.scale / a.softcap;
+    }
     m.neg_slope = -a.alibi_slope(b, h) / a.scale;
     return m;
   }
@@ -48,10 +46,6 @@ struct ScoreMod {
   // cap * tanh(s / cap), s and cap raw.
   __device__ __forceinline__ float apply_softcap(float s) const {
     return fmaf(neg_two_cap, ptx::rcp(ptx::ex2(s * tanh_in) + 1.0f), cap);
-  }
-  // The same with the reciprocal on the FMA pipe, from e^{-2|x|} (softcap_fma.h).
-  __device__ __forceinline__ float apply_softcap_fma(float s) const {
-    return softcap_from_exp_fma(ptx::ex2(fabsf(s) * -tanh_in), s, neg_two_cap, cap);
   }
   // s - slope * |dist|, dist = i + diag - j as a float (exact below 2^24 keys).
   __device__ __forceinline__ float apply_alibi(float s, float dist) const {

@@ -23,7 +23,7 @@
 namespace flashattn::cuda {
 
 template <int kHeadDim_, int kBlockN_, int kStages_, bool kPingPong_ = false, int kPolyEvery_ = 0,
-          int kPingPongMinTiles_ = 0, bool kSoftcapWaitsPv_ = false>
+          int kPingPongMinTiles_ = 0>
 struct Sm90Config {
   static constexpr int kHeadDim = kHeadDim_;
   // The consumer warpgroups take turns issuing their products (flash_sm90_kernel.cuh) on work
@@ -47,22 +47,6 @@ struct Sm90Config {
   // 384 threads start at 168 registers each (65536 / 384, __launch_bounds__(384, 1)); the
   // producer's 168 -> 24 frees 144 * 128 = 18432, the consumers' 168 -> 240 take 72 * 256 = 18432.
   static constexpr int kProducerRegs = 24, kConsumerRegs = 240;
-  // Softcap's reciprocal (softcap_fragment): Newton steps on the FMA pipe for kSoftcapFmaSlabs
-  // of every kSoftcapPeriod n8 column slabs, MUFU.RCP on the rest. Per score the MUFU form is
-  // 2 MUFU ops (16 cycles of an SMSP's MUFU pipe per warp) + 3 FP32 ops, the FMA form 1 MUFU op
-  // + 10 FP32/ALU ops, at one issue per cycle: throughput alone balances at ~0.8 on the FMA
-  // pipe, but one warp per SMSP runs a softmax, in order, along dependent chains. In a
-  // per-cycle model of the variant kernel's SASS (one warp, FP32 latency 4, MUFU 18; the
-  // softcap + softmax path of one key tile, no mask) d128 takes 2704 cycles with MUFU alone,
-  // 2389 / 2271 / 2287 / 2844 with 1/3, 1/2, 2/3, all of the slabs on the FMA pipe; 1/2 is the
-  // best of these at every head dim (d64 2759 -> 2349, d256 1246 -> 1065).
-  static constexpr int kSoftcapFmaSlabs = 1, kSoftcapPeriod = 2;
-  // kSoftcapWaitsPv: with softcap the variant kernel waits for P_{j-1} V_{j-1} before the
-  // softmax of S_j, so that the FMA reciprocals' temporaries (3 registers per score in flight)
-  // can take P_{j-1}'s registers: at d128 (S 88 + P 44 + O 64 of the 240 registers) ptxas
-  // otherwise had 3 free and ran the Newton chains one score at a time (the path above: 3336
-  // cycles with 1/2).
-  static constexpr bool kSoftcapWaitsPv = kSoftcapWaitsPv_;
 
   static constexpr int kBlockCols = 64;  // elements per 128-byte swizzled row
   static constexpr int kHeadDimPad = (kHeadDim + kBlockCols - 1) / kBlockCols * kBlockCols;
@@ -108,10 +92,7 @@ struct Sm90Config {
 // a third stage gained nothing (the K/V tiles come from L2 in time), ping-pong +0.3-1.7% at
 // d64-d128. Consumer registers per thread: S = kBlockN / 2 floats, P = kBlockN / 4, O =
 // kHeadDimPad / 2: d128 88 + 44 + 64, d256 40 + 20 + 128, under 240. d96 and d192 (not in the
-// tuner) take the shape of their neighbour (d96 is computed 128 wide). kSoftcapWaitsPv (the
-// seventh argument) where the per-cycle model of Sm90Config's softcap comment needs it: d128
-// (2271 against 3336 cycles); at the other head dims ptxas finds the registers in the usual
-// order and the model gives it 2-6% shorter than waiting.
+// tuner) take the shape of their neighbour (d96 is computed 128 wide).
 //
 // d64 puts every 8th exponential on the FMA pipe (kPolyEvery, fragment_ops.cuh). A consumer
 // warp's softmax phase per key tile (sm_90a SASS of the dense kernel, row max to packed P) is
@@ -135,8 +116,7 @@ template <> struct Sm90ConfigFor<96>  {
   using type = Sm90Config<96, 176, 2, true, 0, kPingPongFrom>;  // 209 KB
 };
 template <> struct Sm90ConfigFor<128> {
-  // 209 KB
-  using type = Sm90Config<128, 176, 2, true, 0, kPingPongFrom, /*kSoftcapWaitsPv=*/true>;
+  using type = Sm90Config<128, 176, 2, true, 0, kPingPongFrom>;  // 209 KB
 };
 template <> struct Sm90ConfigFor<192> { using type = Sm90Config<192, 96, 2>; };  // 193 KB
 template <> struct Sm90ConfigFor<256> { using type = Sm90Config<256, 80, 2>; };  // 225 KB

@@ -21,7 +21,6 @@
 //     per tile j > j0:  issue S_j = Q K_j^T and O += P_{j-1} V_{j-1} (two wgmma groups);
 //       wait for S_j only, release K_j; softcap / ALiBi, mask, online softmax of S_j -> P_j
 //       while the tensor cores run P_{j-1} V_{j-1}; wait for it, release V_{j-1}; rescale O
-//       (softcap with Cfg::kSoftcapWaitsPv: the wait for P_{j-1} V_{j-1} comes first)
 //     (after the last S_j: release Q, q_empty) O += P_j1 V_j1
 //   epilogue: finalize_row (sink, empty rows: O = 0, LSE = -inf); O stored from registers, LSE
 //     per row. d256 (Cfg::kStagedEpilogue) stages O in the warp's own Q rows of shared memory
@@ -404,16 +403,12 @@ __device__ __forceinline__ void consume(const KernelArgs& args, const Smem<Cfg>&
   };
 
   // Score transforms, mask and online softmax of key tile j's scores (first key n0), in place.
-  // True when a row's max moved (O then needs alpha). may_softcap (a constant at each call):
-  // false where the caller has ruled softcap out, which leaves its code out there.
-  auto softmax = [&](Fragment<1, kNTiles>& s_frag, int n0, bool may_softcap) {
+  // True when a row's max moved (O then needs alpha).
+  auto softmax = [&](Fragment<1, kNTiles>& s_frag, int n0) {
     const int diag = c.seqlen_k - c.seqlen_q;
     if constexpr (kVariants) {
       if (args.softcap > 0.0f || args.alibi_slopes != nullptr) {
-        if (may_softcap && mod.softcap()) {
-          softcap_fragment<1, kNTiles, Cfg::kSoftcapFmaSlabs, Cfg::kSoftcapPeriod>(s_frag, mod);
-        }
-        if (mod.alibi()) alibi_fragment<1, kNTiles>(s_frag, mod, lane_row, diag, n0, tq, g);
+        score_mod_fragment<1, kNTiles>(s_frag, mod, lane_row, diag, n0, tq, g);
       }
     }
     if (rule.tile_needs_mask(c.m0 + wg_row, Cfg::kConsumerRows, n0, kBlockN)) {
@@ -505,7 +500,7 @@ __device__ __forceinline__ void consume(const KernelArgs& args, const Smem<Cfg>&
       ptx::fence_operands(s_acc);
       release(sm.k_empty(first.stage));
       if (tiles == 1) release_q_early();
-      softmax(s_frag, c.key_first, true);
+      softmax(s_frag, c.key_first);
       pack_p(s_acc, p);
     }
     for (int it = 1; it < tiles; ++it) {
@@ -535,22 +530,11 @@ __device__ __forceinline__ void consume(const KernelArgs& args, const Smem<Cfg>&
       ptx::fence_operands(s_acc);
       release(sm.k_empty(s));
       if (it == tiles - 1) release_q_early();
-      auto wait_pv = [&] {
-        ptx::wgmma_wait<0>();
-        fence_p_o(p);
-        release(sm.v_empty(prev));
-      };
-      // Softcap's FMA-pipe reciprocals (Cfg::kSoftcapFmaSlabs) hold 3 temporaries per score
-      // in flight; with Cfg::kSoftcapWaitsPv they take P_{j-1}'s registers, free once its
-      // product is done (flash_sm90_config.h gives the cycle counts).
-      bool moved;
-      if (kVariants && Cfg::kSoftcapWaitsPv && args.softcap > 0.0f) {
-        wait_pv();
-        moved = softmax(s_frag, n0, true);
-      } else {
-        moved = softmax(s_frag, n0, !Cfg::kSoftcapWaitsPv);
-        wait_pv();
-      }
+      const bool moved = softmax(s_frag, n0);
+
+      ptx::wgmma_wait<0>();
+      fence_p_o(p);
+      release(sm.v_empty(prev));
       pack_p(s_acc, p);
       rescale_fragment<1, kDTiles>(o_frag, alpha, moved);
     }
