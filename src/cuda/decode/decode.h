@@ -32,53 +32,13 @@ struct DecodeBounds {
 
 // How the keys are split and where the splits' partial results go (splits > 1): o_part float32
 // [splits][batch][seqlen_q][heads][head_dim], lse_part float32 [splits][batch][seqlen_q][heads]
-// (one row index for both: decode_part_row), in the caller's workspace, and one arrival
-// semaphore per (sequence, kv head, row chunk) (decode_semaphore_index) there too: the split
-// block that arrives last merges the splits' rows (decode_block.cuh, decode_merge_splits).
-//
-// A semaphore is one 64-bit word, (tag << kSemaphoreCountBits) | arrivals; any word whose tag is
-// not this call's counts as no arrival, and the last arrival writes 0. So the workspace needs no
-// zeroing before a call (Python's comes from torch's caching allocator, unzeroed, and a graph's
-// pool hands the same bytes to other nodes between replays) and no memset node: a finished call
-// leaves its words at 0, and a foreign word misleads a call only if it holds exactly that call's
-// 56-bit tag with a count in [1, splits - 1]. tag: decode_call_tag(), a new one per launch (a
-// graph replays its capture's tag: the words are 0 again after every replay).
+// (one row index for both: decode_part_row), in the caller's workspace.
 struct DecodeSplit {
   std::int64_t splits = 1;
   float* o_part = nullptr;
   float* lse_part = nullptr;
-  unsigned long long* semaphores = nullptr;
-  std::uint64_t tag = 0;
   DecodeBounds bounds;
 };
-
-// The arrival count's bits in a semaphore word (splits <= kMaxSplits = 256: counts 0 .. 255).
-constexpr int kSemaphoreCountBits = 8;
-static_assert(kMaxSplits <= (1 << kSemaphoreCountBits), "arrival counts must fit their bits");
-
-// One arrival on a semaphore word found holding `seen`: the word to write in its place, and
-// whether this arrival completes `splits` (it then writes the reset word 0). A word whose tag is
-// not `tag` (garbage, another call's, the reset word) counts as no arrival.
-struct DecodeArrival {
-  unsigned long long next;
-  bool last;
-};
-FA_HOST_DEVICE DecodeArrival decode_arrival(unsigned long long seen, std::uint64_t tag,
-                                            std::int64_t splits) {
-  constexpr unsigned long long kCountMask = (1ull << kSemaphoreCountBits) - 1;
-  const std::int64_t arrived =
-      seen >> kSemaphoreCountBits == tag ? static_cast<std::int64_t>(seen & kCountMask) : 0;
-  DecodeArrival a;
-  a.last = arrived + 1 == splits;
-  a.next = a.last ? 0ull
-                  : (static_cast<unsigned long long>(tag) << kSemaphoreCountBits) |
-                        static_cast<unsigned long long>(arrived + 1);
-  return a;
-}
-
-// A tag for one launch: never 0 (the reset word), 56 bits, a 64-bit mix of a process-wide call
-// counter (so foreign bytes, small integers or float data, are unlikely to hold it). Thread-safe.
-std::uint64_t decode_call_tag();
 
 // New tokens up to this many per call are appended by the tensor-core attention kernel itself
 // (decode_mma_kernel.cuh: one launch less per decode step); longer appends (a prefill into the
@@ -101,7 +61,7 @@ int decode_blocks_per_sm(const ForwardParams& p);
 std::int64_t decode_splits(const ForwardParams& p, int sm_count);
 
 // Workspace bytes for `splits` (0 for one split), and where the partial results lie in it: O
-// first, the LSEs, then the semaphores (batch x kv_heads x chunks words), each 256-byte aligned.
+// first (256-byte aligned), the LSEs after.
 std::size_t decode_workspace_bytes(const ForwardParams& p, std::int64_t splits);
 void decode_workspace_layout(const ForwardParams& p, void* workspace, DecodeSplit* split);
 
@@ -116,13 +76,6 @@ Status launch_decode(const KernelArgs& args, const DecodeNewTokens& new_tokens,
 FA_HOST_DEVICE std::int64_t decode_part_row(const KernelArgs& a, std::int64_t s, std::int64_t b,
                                             std::int64_t i, std::int64_t h) {
   return ((s * a.batch + b) * a.seqlen_q + i) * a.heads + h;
-}
-
-// The semaphore of (sequence b, kv head hk, row chunk c) among `chunks` chunks.
-FA_HOST_DEVICE std::int64_t decode_semaphore_index(const KernelArgs& a, std::int64_t b,
-                                                   std::int64_t hk, std::int64_t c,
-                                                   std::int64_t chunks) {
-  return (b * a.kv_heads + hk) * chunks + c;
 }
 
 // Ok when this GPU has a kernel image for the decode kernels.

@@ -1,7 +1,6 @@
 // The "flash-decode" backend: KV-cache calls (contiguous or paged, new tokens appended) on any
-// GPU from sm_80 on, split-KV with the splits merged by the split block that finishes last; the
-// partial results and the blocks' arrival semaphores live in the caller's workspace
-// (workspace_bytes()), so run() neither allocates nor synchronizes, and needs it unzeroed.
+// GPU from sm_80 on, split-KV with the splits merged in a second kernel; the partial results live in the
+// caller's workspace (workspace_bytes()), so run() neither allocates nor synchronizes.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -62,6 +61,12 @@ class DecodeBackend final : public Backend {
       return Status(StatusCode::kUnsupported, "flash-decode: batch = " + std::to_string(p.batch()) +
                                                   " exceeds its grid limit 65535");
     }
+    const std::int64_t rows = p.batch() * p.seqlen_q() * p.heads();  // the merge's grid
+    if (rows > 0x7fffffff) {
+      return Status(StatusCode::kUnsupported, "flash-decode: batch * seqlen_q * heads = " +
+                                                  std::to_string(rows) +
+                                                  " exceeds the merge's grid limit 2^31 - 1");
+    }
     const std::int64_t blocks = cuda::decode_splits(p, sm_count_of(p.q.device)) * p.kv_heads() *
                                 cuda::decode_shape(p).chunks;
     if (blocks > 0x7fffffff) {
@@ -75,8 +80,7 @@ class DecodeBackend final : public Backend {
     return cuda::decode_workspace_bytes(p, cuda::decode_splits(p, sm_count_of(p.q.device)));
   }
   std::string_view workspace_purpose() const override {
-    return "the split-KV partial results (float32 O and LSE per split) and the splits' arrival "
-           "semaphores";
+    return "the split-KV partial results (float32 O and LSE per split)";
   }
   Status run(const ForwardParams& p, StreamHandle stream) const override {
     const Status st = check_workspace(*this, p);
@@ -96,7 +100,6 @@ class DecodeBackend final : public Backend {
     split.bounds.capacity = p.seqlen_k();
     split.bounds.num_pages = p.paged_kv() ? p.k_cache.shape[0] : 0;
     cuda::decode_workspace_layout(p, p.workspace, &split);
-    if (split.splits > 1) split.tag = cuda::decode_call_tag();
     auto s = static_cast<cudaStream_t>(stream);
     if (p.head_dim() <= 64) return dispatch_dtype<64>(a, nt, split, p.q.dtype, s);
     if (p.head_dim() <= 128) return dispatch_dtype<128>(a, nt, split, p.q.dtype, s);

@@ -1,10 +1,9 @@
 // launch_decode (decode.h): the append (a kernel of its own, or fused into the tensor-core
-// attention: kFusedAppendMax), then the split-KV attention, whose last split blocks merge.
+// attention: kFusedAppendMax), the split-KV attention and the merge, in stream order.
 #pragma once
 
 #include <cuda_runtime.h>
 
-#include <atomic>
 #include <type_traits>
 
 #include "cuda/common/check.h"
@@ -13,31 +12,6 @@
 #include "cuda/decode/decode_mma_kernel.cuh"
 
 namespace flashattn::cuda {
-
-// The attention kernel of (T, kD): tensor cores for 16-bit inputs, CUDA cores for float32.
-template <typename T, int kD>
-auto decode_kernel_of() {
-  if constexpr (std::is_same_v<T, float>) return decode_attention_kernel<T, kD>;
-  else return decode_mma_kernel<T, kD>;
-}
-
-// Once per device and kernel: the shared-memory opt-in (cudaFuncSetAttribute), which a launch
-// otherwise repeats on the host every call (eager mode; a graph replay skips it anyway).
-template <typename T, int kD, int kSmemBytes>
-Status decode_prepare_kernel() {
-  constexpr int kMaxDevices = 64;
-  static std::atomic<bool> prepared[kMaxDevices];  // this instantiation's kernel, per device
-  int device = 0;
-  FA_CUDA_RETURN_IF_ERROR(cudaGetDevice(&device), "flash-decode: cudaGetDevice");
-  const bool cacheable = device >= 0 && device < kMaxDevices;
-  if (cacheable && prepared[device].load(std::memory_order_acquire)) return Status::Ok();
-  FA_CUDA_RETURN_IF_ERROR(cudaFuncSetAttribute(decode_kernel_of<T, kD>(),
-                                               cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                               kSmemBytes),
-                          "flash-decode: cudaFuncSetAttribute(max dynamic shared memory)");
-  if (cacheable) prepared[device].store(true, std::memory_order_release);
-  return Status::Ok();
-}
 
 template <typename T, int kD>
 Status launch_decode(const KernelArgs& args, const DecodeNewTokens& new_tokens,
@@ -59,11 +33,13 @@ Status launch_decode(const KernelArgs& args, const DecodeNewTokens& new_tokens,
     if (!st.ok()) return st;
   }
   if (!any_block) return Status::Ok();  // no row
-  const auto kernel = decode_kernel_of<T, kD>();
-  const Status prepared = decode_prepare_kernel<T, kD, Tr::kSmemBytes>();
-  if (!prepared.ok()) return prepared;
-  // With more than one split, the last split block of each (sequence, kv head, row chunk)
-  // merges the splits (decode_merge_splits): no second kernel.
+  auto kernel = [] {
+    if constexpr (kMma) return decode_mma_kernel<T, kD>;
+    else return decode_attention_kernel<T, kD>;
+  }();
+  FA_CUDA_RETURN_IF_ERROR(
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Tr::kSmemBytes),
+      "flash-decode: cudaFuncSetAttribute(max dynamic shared memory)");
   const dim3 grid(static_cast<unsigned>(split.splits * chunks * args.kv_heads),
                   static_cast<unsigned>(args.batch));
   if constexpr (kMma) {
@@ -72,7 +48,11 @@ Status launch_decode(const KernelArgs& args, const DecodeNewTokens& new_tokens,
   } else {
     kernel<<<grid, Tr::kThreads, Tr::kSmemBytes, stream>>>(args, split);
   }
-  return check_launch("decode_attention_kernel");
+  const Status st = check_launch("decode_attention_kernel");
+  if (!st.ok() || split.splits == 1) return st;  // one split wrote out / lse itself
+  const std::int64_t rows = args.batch * args.seqlen_q * args.heads;  // < 2^31: supports()
+  decode_combine_kernel<T><<<static_cast<unsigned>(rows), kCombineThreads, 0, stream>>>(args, split);
+  return check_launch("decode_combine_kernel");
 }
 
 #define FLASHATTN_INSTANTIATE_DECODE(HDIM)                                                  \

@@ -19,8 +19,7 @@
 // at the end the 4 warps' (max, sum, O) merge through shared memory like 4 splits.
 //
 // One split: O / l and the LSE (sink included) go to out and lse. More: each split writes its
-// float32 partial O (normalized) and LSE (no sink) to the workspace, and the split block of the
-// (sequence, chunk, kv head) that finishes last merges them (decode_block.cuh).
+// float32 partial O (normalized) and LSE (no sink) to the workspace for decode_combine_kernel.
 //
 // New tokens (up to kFusedAppendMax) are appended here rather than by a kernel of their own:
 // every block reads the keys from cache_seqlens[b] on from the new k / v, and block (split 0,
@@ -59,10 +58,6 @@ struct DecodeMmaTraits {
   // 132 SMs (33 KB/us each) that covers 4 us of latency, several times the loaded DRAM latency.
   static constexpr int kStages = kD <= 64 ? 4 : kD <= 128 ? 3 : 2;
   static constexpr bool kQInRegs = kD <= 128;  // d256: 64 more registers; Q from smem instead
-  // Blocks per SM the registers must allow (decode_plan.cc's decode_blocks_per_sm; shared memory
-  // allows the same): d64 3, at most 168 registers (ptxas, sm_90a: 165 before the splits' merge
-  // moved in here, 168 with it; sm_80 154 and 158), else 2.
-  static constexpr int kMinBlocksPerSm = kD <= 64 ? 3 : 2;
   static constexpr int kDSteps = kD / 16;      // k16 steps of QK^T
   static constexpr int kDTiles = kD / 8;       // n8 tiles of O
   static constexpr int kChunks = kD / 8;       // 16-byte chunks per row (8, 16, 32: powers of 2)
@@ -75,10 +70,25 @@ struct DecodeMmaTraits {
   static constexpr int kOStride = kD + 4;
   static constexpr int kMergeBytes = 4 * (kWarps * kRows * kOStride + 2 * kWarps * kRows);
   static constexpr int kSmemBytes = kPipeBytes > kMergeBytes ? kPipeBytes : kMergeBytes;
-  static_assert(kSmemBytes >= kDecodeMergeSmemBytes<kRows>, "the splits' merge reuses the ring");
   static_assert(kD == 64 || kD == 128 || kD == 256, "head-dim buckets");
   static_assert(kBlockN % kRowsPerCopy == 0, "copy passes must tile the key tile");
 };
+
+// The packed rows of a lane: fragment rows g and g + 8 of the chunk starting at packed row r0.
+struct PackedRow {
+  int i;  // query token (validate(): seqlen_q and heads fit an int)
+  int h;  // query head
+  bool valid;      // inside the call's rows (the chunk's last rows can be padding)
+};
+
+__device__ __forceinline__ PackedRow packed_row(std::int64_t row, std::int64_t group,
+                                                std::int64_t hk, std::int64_t rows_total) {
+  PackedRow p;
+  p.valid = row < rows_total;
+  p.i = p.valid ? static_cast<int>(row / group) : 0;
+  p.h = static_cast<int>(hk * group + (p.valid ? row % group : 0));
+  return p;
+}
 
 // Where the K and V rows of one (sequence, kv head) lie, set up once per block so that a key
 // tile's addresses cost a few integer instructions per 16 keys: the first version called
@@ -196,8 +206,7 @@ __device__ __forceinline__ void decode_issue_tile(const DecodeKvRows& kv, bool c
 }
 
 template <typename T, int kD>
-__global__ void
-__launch_bounds__(DecodeMmaTraits<kD>::kThreads, DecodeMmaTraits<kD>::kMinBlocksPerSm)
+__global__ void __launch_bounds__(DecodeMmaTraits<kD>::kThreads, 2)
 decode_mma_kernel(KernelArgs args, DecodeSplit split, DecodeNewTokens nt) {
   using Tr = DecodeMmaTraits<kD>;
   constexpr int kRows = Tr::kRows, kBlockN = Tr::kBlockN, kStages = Tr::kStages;
@@ -409,10 +418,6 @@ decode_mma_kernel(KernelArgs args, DecodeSplit split, DecodeNewTokens nt) {
       acc.w = fmaf(wt, ow.w, acc.w);
     }
     decode_finish_row<T>(args, split, blk.s_idx, b, pr.i, pr.h, 4 * cg, m, l, acc, cg == 0);
-  }
-  if (split.splits > 1 && decode_arrives_last<kRows>(args, split, blk)) {
-    decode_merge_splits<T, kD, Tr::kThreads, kRows>(args, split, blk,
-                                                    reinterpret_cast<float*>(smem_raw));
   }
 }
 

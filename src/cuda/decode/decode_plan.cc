@@ -1,7 +1,5 @@
-// The split-KV plan of flash-decode (decode.h): grid shape, split count, workspace size and
-// layout, the semaphores' call tags. Host code.
+// The split-KV plan of flash-decode (decode.h): grid shape, split count, workspace size. Host code.
 #include <algorithm>
-#include <atomic>
 #include <cstdint>
 
 #include "cuda/decode/decode.h"
@@ -57,47 +55,25 @@ std::int64_t decode_splits(const ForwardParams& p, int sm_count) {
 }
 
 namespace {
-std::size_t aligned(std::size_t bytes) { return (bytes + kAlign - 1) / kAlign * kAlign; }
 std::size_t partial_rows(const ForwardParams& p, std::int64_t splits) {
   return static_cast<std::size_t>(splits * p.batch() * p.seqlen_q() * p.heads());
 }
 std::size_t o_part_bytes(const ForwardParams& p, std::int64_t splits) {
-  return aligned(partial_rows(p, splits) * static_cast<std::size_t>(p.head_dim()) * 4);
-}
-std::size_t lse_part_bytes(const ForwardParams& p, std::int64_t splits) {
-  return aligned(partial_rows(p, splits) * 4);
-}
-std::size_t semaphore_bytes(const ForwardParams& p) {
-  return static_cast<std::size_t>(p.batch() * p.kv_heads() * decode_shape(p).chunks) *
-         sizeof(unsigned long long);
+  const std::size_t bytes = partial_rows(p, splits) * static_cast<std::size_t>(p.head_dim()) * 4;
+  return (bytes + kAlign - 1) / kAlign * kAlign;
 }
 }  // namespace
 
 std::size_t decode_workspace_bytes(const ForwardParams& p, std::int64_t splits) {
   if (splits <= 1) return 0;
-  return o_part_bytes(p, splits) + lse_part_bytes(p, splits) + semaphore_bytes(p);
+  return o_part_bytes(p, splits) + partial_rows(p, splits) * 4;
 }
 
 void decode_workspace_layout(const ForwardParams& p, void* workspace, DecodeSplit* split) {
   if (split->splits <= 1) return;
-  auto* base = static_cast<unsigned char*>(workspace);
-  const std::size_t lse_at = o_part_bytes(p, split->splits);
   split->o_part = static_cast<float*>(workspace);
-  split->lse_part = reinterpret_cast<float*>(base + lse_at);
-  split->semaphores = reinterpret_cast<unsigned long long*>(
-      base + lse_at + lse_part_bytes(p, split->splits));
-}
-
-// The call count times 2^64 / golden ratio (odd: a bijection of 64-bit words), its top 56 bits:
-// consecutive calls' tags differ in their high bits, so no tag is a small integer.
-std::uint64_t decode_call_tag() {
-  constexpr std::uint64_t kGoldenStep = 0x9e3779b97f4a7c15ull;
-  static std::atomic<std::uint64_t> calls{0};
-  for (;;) {
-    const std::uint64_t n = calls.fetch_add(1, std::memory_order_relaxed) + 1;
-    const std::uint64_t tag = (n * kGoldenStep) >> kSemaphoreCountBits;
-    if (tag != 0) return tag;  // 0 is the reset word's tag
-  }
+  split->lse_part = reinterpret_cast<float*>(static_cast<unsigned char*>(workspace) +
+                                             o_part_bytes(p, split->splits));
 }
 
 }  // namespace flashattn::cuda
