@@ -169,8 +169,10 @@ __device__ __forceinline__ void mask_fragment(Fragment<kMTiles, kNTiles>& s, con
 // MUFU.EX2 holds it 8 clocks): exponential i of the thread's unrolled loop (i = 0 .. 4 kMTiles
 // kNTiles - 1, in loop order) with i % kPolyEvery == kPolyEvery - 1 goes through ptx::exp2_fma,
 // 8 FMA/ALU instructions, 7 issue slots more than MUFU. The pattern is resolved at compile time
-// (no branch, no index register). Worth it where MUFU, not issue, bounds the softmax phase:
-// flash-sm90 at d64 (Sm90Config::kPolyEvery). 0 keeps every exponential on MUFU.
+// (no branch, no index register). Worth it only where MUFU, not issue, bounds the softmax phase
+// on the critical path; no shipped kernel found such a place (flash-sm90 d64 measured 0.4-1.6%
+// slower with it: flash_sm90_config.h), so every Sm90ConfigFor has 0 (every exponential on
+// MUFU) and tools/tune_sm90 carries the candidates.
 //
 // kSoftmaxPolyDegree: degree 3, max relative error 8.6e-5 (exp2_fma.cuh), under the rounding P
 // gets next in 16 bits (fp16 2^-11 = 4.9e-4, bf16 2^-8 = 3.9e-3, 5.7x and 45x above); row_sum

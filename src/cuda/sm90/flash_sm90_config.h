@@ -94,23 +94,23 @@ struct Sm90Config {
 // kHeadDimPad / 2: d128 88 + 44 + 64, d256 40 + 20 + 128, under 240. d96 and d192 (not in the
 // tuner) take the shape of their neighbour (d96 is computed 128 wide).
 //
-// d64 puts every 8th exponential on the FMA pipe (kPolyEvery, fragment_ops.cuh). A consumer
-// warp's softmax phase per key tile (sm_90a SASS of the dense kernel, row max to packed P) is
-// bound by MUFU there: at N192, 564 instructions (issue: 564 clocks) against 98 MUFU.EX2 (8
-// clocks each: 784). Each exponential moved costs ~7 issue slots and saves 8 MUFU clocks:
-// kPolyEvery 8 gives 651 issue / 688 MUFU, 6 gives 678 / 656, 4 gives 734 / 592; at N128, 388 /
-// 528 becomes 447 / 464 with 8. The other consumer's own work (~150 instructions a tile: wgmma
-// issue, barriers) can land in this phase: with half of it there, 8 saves 7% of the phase and 6
-// 4%; with none, 8 saves 12% and 6 13.5%. Not yet timed on the H200 (tools/tune_sm90 carries
-// kPolyEvery 8, 6, 4, 3 at N192 and 8, 6, 4 at N128).
+// No head dim takes exponentials on the FMA pipe (kPolyEvery 0): at d64, where MUFU looked like
+// the bound (the SASS of a consumer warp's softmax phase per N192 key tile: 564 instructions
+// against 98 MUFU.EX2 at 8 clocks each, 784; kPolyEvery 8 modelled at 651 / 688, +3.5-6%
+// predicted), tools/tune_sm90 on the H200 measured every 8th or 6th exponential on the FMA pipe
+// 0.4-0.7% slower at 2k and 4k (causal and not) and every 4th 4-5% slower, and the CLI A/B at
+// 16k -1.6%: the softmax phase hides under the other warpgroup's products already
+// (docs/performance.md, flash-sm90 v8). The tuner keeps the candidates.
+//
+// Ping-pong from 16 key tiles of a work tile on (kPingPongFrom): the tuner measured it losing
+// at up to 8 tiles (d128 N176 512-1k, d64 N128), and the CLI A/B of 16 against never at 4k-16k
+// within 1% at d128 either way and 1-2% ahead at d64 causal.
 template <int kHeadDim>
 struct Sm90ConfigFor;
-// Ping-pong from 16 key tiles of a work tile on (kPingPongFrom): between the tuner's 6 (1k at
-// N176, where it lost) and 93 (16k, where it gained).
 constexpr int kPingPongFrom = 16;
 //                                                  d    N  stages ping-pong poly from   smem
 template <> struct Sm90ConfigFor<64>  {
-  using type = Sm90Config<64, 192, 2, true, 8, kPingPongFrom>;  // 113 KB
+  using type = Sm90Config<64, 192, 2, true, 0, kPingPongFrom>;  // 113 KB
 };
 template <> struct Sm90ConfigFor<96>  {
   using type = Sm90Config<96, 176, 2, true, 0, kPingPongFrom>;  // 209 KB
@@ -130,7 +130,7 @@ template <> struct Sm90ConfigFor<256> { using type = Sm90Config<256, 80, 2>; }; 
 template <int kHeadDim>
 struct Sm90ShortConfigFor { using type = typename Sm90ConfigFor<kHeadDim>::type; };
 template <> struct Sm90ShortConfigFor<64> {
-  using type = Sm90Config<64, 128, 2, true, 8, kPingPongFrom>;  // 81 KB
+  using type = Sm90Config<64, 128, 2, true, 0, kPingPongFrom>;  // 81 KB
 };
 template <> struct Sm90ShortConfigFor<128> {
   using type = Sm90Config<128, 128, 2, true, 0, kPingPongFrom>;  // 161 KB
