@@ -98,8 +98,9 @@ struct Sm90Config {
 // the bound (the SASS of a consumer warp's softmax phase per N192 key tile: 564 instructions
 // against 98 MUFU.EX2 at 8 clocks each, 784; kPolyEvery 8 modelled at 651 / 688, +3.5-6%
 // predicted), tools/tune_sm90 on the H200 measured every 8th or 6th exponential on the FMA pipe
-// 0.4-0.7% slower at 2k and 4k (causal and not) and every 4th 4-5% slower, and the CLI A/B at
-// 16k -1.6%: the softmax phase hides under the other warpgroup's products already
+// 0.4-0.7% slower at 2k and 4k (causal and not) and every 4th 4-5% slower, the CLI A/B at 16k
+// -1.6%, and dropping it again gained d64 1k 6.4%: the softmax phase hides under the other
+// warpgroup's products already
 // (docs/performance.md, flash-sm90 v8). The tuner keeps the candidates.
 //
 // Ping-pong from 16 key tiles of a work tile on (kPingPongFrom): the tuner measured it losing
