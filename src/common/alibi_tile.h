@@ -50,9 +50,10 @@ FA_HOST_DEVICE float alibi_linear_score(float s, float k, float c) { return fmaf
 // A one-sided tile's row part, -k d, for the row's d (exact as a float below 2^24 keys).
 FA_HOST_DEVICE float alibi_linear_row(float k, float d) { return -(k * d); }
 
-// The general form, on a tile across the diagonal: s - slope |d - c|.
-FA_HOST_DEVICE float alibi_abs_score(float s, float neg_slope, float d, float c) {
-  return fmaf(neg_slope, fabsf(d - c), s);
+// The general form (every kernel's on a tile across the diagonal, ScoreMod::apply_alibi):
+// s - slope |dist|, dist = d - c = i + diag - j as a float (exact below 2^24 keys).
+FA_HOST_DEVICE float alibi_abs_score(float s, float neg_slope, float dist) {
+  return fmaf(neg_slope, fabsf(dist), s);
 }
 
 }  // namespace flashattn

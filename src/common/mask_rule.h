@@ -90,6 +90,21 @@ struct BasicMaskRule {
     *end = (r.end + block_n - 1) / block_n;
   }
 
+  // The key tiles of a block counted from its first visible key rather than on tile_range's
+  // grid of multiples of block_n (flash-sm90): *tiles tiles of block_n keys from *first_key =
+  // block_range's begin cover block_range; none (0, 0) when it is empty. A block whose range
+  // starts inside a tile of that grid (a window's left edge) takes fewer: a window (1024, 0)
+  // block's 1152 keys are 7 tiles of 176 from its first key, 7.46 on average on the grid.
+  FA_HOST_DEVICE void key_tiles(Int m0, Int rows, Int block_n, Int* first_key, Int* tiles) const {
+    const BasicKeyRange<Int> r = block_range(m0, rows);
+    *first_key = 0;
+    *tiles = 0;
+    if (!r.empty()) {
+      *first_key = r.begin;
+      *tiles = (r.end - r.begin + block_n - 1) / block_n;
+    }
+  }
+
   // Key tiles [first, end) of width block_n that no row of [m0, m0 + rows) needs masked (every
   // row sees every key of them, none is past seqlen_k); within tile_range, the tiles outside it
   // are the ones tile_needs_mask names. A kernel computes it once per block, so its key loop

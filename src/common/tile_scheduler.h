@@ -11,9 +11,9 @@
 // - section = 1 (make()'s default): the query blocks of one head are consecutive, the last
 //   first, then the next head. What a grid of one block per tile wants: the hardware hands out
 //   blocks in this order as SMs free up.
-// - section > 1: a persistent grid of tiles of unequal cost (flash-sm90: causal, windows,
-//   varlen), handed out in this order, longest first over `section` pairs at a time, to
-//   whichever block is free (a counter in the workspace; persistent_section() picks the size).
+// - section > 1: longest first over `section` pairs at a time. flash-sm90 v7 handed its tiles
+//   of unequal cost out in this order (sections up to half its grid); v8 hands them out with
+//   section 1, measured faster at causal 16k (docs/performance.md), so no launch uses it now.
 // Split-KV decode will add a split index here.
 #pragma once
 
@@ -55,19 +55,6 @@ struct TileScheduler {
     const int bh = (t - r) / mb + r % sec;  // section index * sec + pair in the section
     return TileCoord{bh / h, bh % h, mb - 1 - r / sec};
   }
-  // The section for a persistent grid of `grid` blocks over tiles of unequal cost: the largest
-  // divisor of `pairs` (batch * heads) up to grid / 2, so each round's tiles have about one
-  // length and each pair's K/V is read by about two blocks at once; all pairs when no divisor
-  // reaches grid / 8 (short sections leave a round of mixed lengths at each section's end).
-  static std::int64_t persistent_section(std::int64_t pairs, std::int64_t grid) {
-    const std::int64_t cap = grid / 2 < 1 ? 1 : grid / 2;
-    if (pairs <= cap) return pairs < 1 ? 1 : pairs;
-    for (std::int64_t s = cap; s >= 1; --s) {
-      if (pairs % s == 0) return s >= grid / 8 ? s : pairs;
-    }
-    return pairs;
-  }
-
   // The tile a persistent block takes in its round k (block `block` of `grid`): position
   // k * grid + block in even rounds, k * grid + grid - 1 - block in odd ones. With the tiles
   // sorted longest first, the block that took a round's longest tile takes the next round's

@@ -129,8 +129,8 @@ RowError run_row(const RowProblem& p, Form form) {
         x = c == 0 ? score[j] : alibi_linear_score(score[j], k, static_cast<float>(c));
       } else {
         x = alibi_abs_score(score[j], neg_slope,
-                            static_cast<float>(p.row + p.diag - n0 - 2 * t),
-                            static_cast<float>(c));
+                            static_cast<float>(p.row + p.diag - n0 - 2 * t) -
+                                static_cast<float>(c));
       }
       lane_max[t] = std::max(lane_max[t], x);
     }

@@ -117,6 +117,17 @@ int check_rule(const Case& c, const std::vector<std::int64_t>& block_ms,
                         << block_n << ") = [" << t_first << ", " << t_end << ")";
           if (++failures > 10) return failures;
         }
+        // Tiles from the first visible key: the fewest of block_n keys that hold [first, last].
+        std::int64_t k_first = 0, k_tiles = 0;
+        rule.key_tiles(m0, block_m, block_n, &k_first, &k_tiles);
+        const bool key_tiles_ok =
+            any ? k_first == first && k_tiles == (last - first) / block_n + 1
+                : k_first == 0 && k_tiles == 0;
+        if (!key_tiles_ok) {
+          ADD_FAILURE() << c.to_string() << ": key_tiles(" << m0 << ", " << block_m << ", "
+                        << block_n << ") = " << k_tiles << " from " << k_first;
+          if (++failures > 10) return failures;
+        }
         // Every tile of the key axis (and one past it): a mask is needed iff some element of
         // rows [m0, m_end) x keys [n0, n0 + block_n) is not visible.
         for (std::int64_t n0 = 0; n0 < c.sk + block_n; n0 += block_n) {

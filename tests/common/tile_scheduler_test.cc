@@ -62,21 +62,6 @@ TEST(TileScheduler, SectionsLongestFirstOverTheirPairs) {
   }
 }
 
-TEST(TileScheduler, PersistentSectionDividesThePairs) {
-  EXPECT_EQ(TileScheduler::persistent_section(16, 132), 16);   // fewer pairs than grid / 2
-  EXPECT_EQ(TileScheduler::persistent_section(256, 132), 64);  // largest divisor <= 66
-  EXPECT_EQ(TileScheduler::persistent_section(160, 132), 40);
-  EXPECT_EQ(TileScheduler::persistent_section(131, 132), 131);  // prime: no divisor reaches 16
-  EXPECT_EQ(TileScheduler::persistent_section(1, 1), 1);
-  for (std::int64_t pairs = 1; pairs < 600; ++pairs) {
-    for (std::int64_t grid : {1, 2, 7, 132, 264}) {
-      const std::int64_t s = TileScheduler::persistent_section(pairs, grid);
-      ASSERT_GE(s, 1);
-      ASSERT_EQ(pairs % s, 0) << pairs << " " << grid;
-    }
-  }
-}
-
 // Each round hands every position of [k * grid, (k + 1) * grid) to one block, alternating the
 // direction; and with tiles sorted longest first (cost m + 1 for query block m, section = all
 // pairs) the deal evens the blocks' work where plain round-robin does not: the 16k causal case

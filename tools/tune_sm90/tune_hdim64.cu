@@ -8,9 +8,5 @@ void add_hdim64(std::vector<Candidate>* out) {
   out->push_back(make_candidate<Sm90Config<64, 128, 2, false>>());
   out->push_back(make_candidate<Sm90Config<64, 192, 2, true>>());
   out->push_back(make_candidate<Sm90Config<64, 192, 2, false>>());
-  // The exponentials' share on the FMA pipe: every kPolyEvery-th (0 above: all on MUFU).
-  //                                     d    N  stages ping-pong poly
-  out->push_back(make_candidate<Sm90Config<64, 192, 2, true, 8>>());
-  out->push_back(make_candidate<Sm90Config<64, 192, 2, false, 8>>());
 }
 }  // namespace flashattn::tune

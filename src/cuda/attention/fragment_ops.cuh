@@ -18,7 +18,6 @@
 #include "common/mask_rule.h"
 #include "cuda/attention/online_softmax.cuh"
 #include "cuda/attention/score_mod.cuh"
-#include "cuda/primitives/exp2_fma.cuh"
 #include "cuda/primitives/fast_math.cuh"
 
 namespace flashattn::cuda {
@@ -69,7 +68,7 @@ __device__ __forceinline__ void score_mod_fragment(Fragment<kMTiles, kNTiles>& s
 #pragma unroll
             for (int e = 0; e < 2; ++e) {
               float& x = s[mt][nt][2 * hh + e];
-              x = alibi_abs_score(x, mod.neg_slope, d, static_cast<float>(8 * nt + e));
+              x = mod.apply_alibi(x, d - static_cast<float>(8 * nt + e));
             }
           }
         }
@@ -165,36 +164,11 @@ __device__ __forceinline__ void mask_fragment(Fragment<kMTiles, kNTiles>& s, con
 // instructions. The growth is measured after scaling, (tile_max - row_max) * scale_log2: a -inf
 // old max gives +inf (moves, alpha = 0), an all-masked tile -inf or NaN (stays).
 //
-// kPolyEvery > 0 moves part of the exponentials off the MUFU unit (16 per clock per SM: a warp's
-// MUFU.EX2 holds it 8 clocks): exponential i of the thread's unrolled loop (i = 0 .. 4 kMTiles
-// kNTiles - 1, in loop order) with i % kPolyEvery == kPolyEvery - 1 goes through ptx::exp2_fma,
-// 8 FMA/ALU instructions, 7 issue slots more than MUFU. The pattern is resolved at compile time
-// (no branch, no index register). Worth it only where MUFU, not issue, bounds the softmax phase
-// on the critical path; no shipped kernel found such a place (flash-sm90 d64 measured 0.4-1.6%
-// slower with it: flash_sm90_config.h), so every Sm90ConfigFor has 0 (every exponential on
-// MUFU) and tools/tune_sm90 carries the candidates.
-//
-// kSoftmaxPolyDegree: degree 3, max relative error 8.6e-5 (exp2_fma.cuh), under the rounding P
-// gets next in 16 bits (fp16 2^-11 = 4.9e-4, bf16 2^-8 = 3.9e-3, 5.7x and 45x above); row_sum
-// adds the unrounded P, so LSE moves by at most 8.6e-5 (its bound is 1e-3). Degree 4 (3.0e-6)
-// costs one more FFMA per exponential and buys accuracy that the 16-bit P discards.
-constexpr int kSoftmaxPolyDegree = 3;
-
-// Whether exponential i of softmax_update's unrolled loop takes the polynomial.
-template <int kPolyEvery>
-__host__ __device__ constexpr bool takes_exp2_fma(int i) {
-  if constexpr (kPolyEvery > 0) {
-    return i % kPolyEvery == kPolyEvery - 1;
-  } else {
-    return false;
-  }
-}
-
 // row_bias (null: none): a term each row of this lane adds to every score of the row (ALiBi's
 // row part, score_mod_fragment), per lane: the lanes of a quad hold different columns and their
 // terms differ. It joins the lane's tile max before the quad's reduction and leaves the
 // subtrahend, (s - (max - bias)) * scale_log2: two FADDs per row instead of one per score.
-template <int kMTiles, int kNTiles, int kPolyEvery = 0>
+template <int kMTiles, int kNTiles>
 __device__ __forceinline__ bool softmax_update(Fragment<kMTiles, kNTiles>& s,
                                                float (&row_max)[kMTiles][2],
                                                float (&row_sum)[kMTiles][2],
@@ -227,10 +201,7 @@ __device__ __forceinline__ bool softmax_update(Fragment<kMTiles, kNTiles>& s,
       for (int nt = 0; nt < kNTiles; ++nt) {
 #pragma unroll
         for (int e = 2 * hh; e < 2 * hh + 2; ++e) {
-          const float x = exp2_arg(s[mt][nt][e], sub, scale_log2);
-          const int i = ((2 * mt + hh) * kNTiles + nt) * 2 + e - 2 * hh;
-          s[mt][nt][e] = takes_exp2_fma<kPolyEvery>(i) ? ptx::exp2_fma<kSoftmaxPolyDegree>(x)
-                                                       : ptx::ex2(x);
+          s[mt][nt][e] = ptx::ex2(exp2_arg(s[mt][nt][e], sub, scale_log2));
           p_sum += s[mt][nt][e];
         }
       }

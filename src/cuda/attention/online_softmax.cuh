@@ -1,6 +1,5 @@
 // The online-softmax state of one query row, shared by the GPU kernels. The running max is kept
-// in the scores' own (unscaled) units; every exponential is exp2 (one MUFU.EX2, or for a share of
-// them a polynomial on the FMA pipe: softmax_update's kPolyEvery) of
+// in the scores' own (unscaled) units; every exponential is exp2 (one MUFU.EX2) of
 // (S - row_max) * scale * log2(e).
 //
 //   init:     row_max = -inf, row_sum = 0, O = 0

@@ -17,6 +17,7 @@
 
 #include <cstdint>
 
+#include "common/alibi_tile.h"
 #include "common/attention_args.h"
 #include "common/math_constants.h"
 #include "cuda/primitives/fast_math.cuh"
@@ -47,9 +48,9 @@ struct ScoreMod {
   __device__ __forceinline__ float apply_softcap(float s) const {
     return fmaf(neg_two_cap, ptx::rcp(ptx::ex2(s * tanh_in) + 1.0f), cap);
   }
-  // s - slope * |dist|, dist = i + diag - j as a float (exact below 2^24 keys).
+  // s - slope * |dist|, dist = i + diag - j as a float (common/alibi_tile.h).
   __device__ __forceinline__ float apply_alibi(float s, float dist) const {
-    return fmaf(neg_slope, fabsf(dist), s);
+    return alibi_abs_score(s, neg_slope, dist);
   }
 };
 

@@ -18,11 +18,13 @@
 // consumer budget.
 #pragma once
 
+#include <cstdint>
+
 #include "common/mask_rule.h"
 
 namespace flashattn::cuda {
 
-template <int kHeadDim_, int kBlockN_, int kStages_, bool kPingPong_ = false, int kPolyEvery_ = 0,
+template <int kHeadDim_, int kBlockN_, int kStages_, bool kPingPong_ = false,
           int kPingPongMinTiles_ = 0>
 struct Sm90Config {
   static constexpr int kHeadDim = kHeadDim_;
@@ -33,9 +35,6 @@ struct Sm90Config {
   // H200, N176 with against without: d128 512 -5%, 1k -2.5%; causal 512 -8%, 1k -5%).
   static constexpr bool kPingPong = kPingPong_;
   static constexpr int kPingPongMinTiles = kPingPongMinTiles_;
-  // Every kPolyEvery-th exponential of the softmax on the FMA pipe instead of MUFU (0: none;
-  // fragment_ops.cuh softmax_update).
-  static constexpr int kPolyEvery = kPolyEvery_;
   static constexpr int kBlockM = 128;
   static constexpr int kBlockN = kBlockN_;
   static constexpr int kStages = kStages_;
@@ -94,14 +93,12 @@ struct Sm90Config {
 // kHeadDimPad / 2: d128 88 + 44 + 64, d256 40 + 20 + 128, under 240. d96 and d192 (not in the
 // tuner) take the shape of their neighbour (d96 is computed 128 wide).
 //
-// No head dim takes exponentials on the FMA pipe (kPolyEvery 0): at d64, where MUFU looked like
-// the bound (the SASS of a consumer warp's softmax phase per N192 key tile: 564 instructions
-// against 98 MUFU.EX2 at 8 clocks each, 784; kPolyEvery 8 modelled at 651 / 688, +3.5-6%
-// predicted), tools/tune_sm90 on the H200 measured every 8th or 6th exponential on the FMA pipe
-// 0.4-0.7% slower at 2k and 4k (causal and not) and every 4th 4-5% slower, the CLI A/B at 16k
-// -1.6%, and dropping it again gained d64 1k 6.4%: the softmax phase hides under the other
-// warpgroup's products already
-// (docs/performance.md, flash-sm90 v8). The tuner keeps the candidates.
+// The softmax's exponentials all run on MUFU. At d64, where MUFU looked like the bound (a
+// consumer warp's softmax phase per N192 key tile: 564 instructions against 98 MUFU.EX2 at 8
+// clocks each), a degree-3 polynomial on the FMA pipe for every 8th exponential was predicted
+// +3.5-6% and measured 0.4-0.7% slower at 2k-4k (every 4th: 4-5% slower), -1.6% at 16k, and
+// dropping it gained 1k 6.4%: the softmax phase already hides under the other warpgroup's
+// products (docs/performance.md, flash-sm90 v8; the code is in git history, 850e3c0).
 //
 // Ping-pong from 16 key tiles of a work tile on (kPingPongFrom): the tuner measured it losing
 // at up to 8 tiles (d128 N176 512-1k, d64 N128), and the CLI A/B of 16 against never at 4k-16k
@@ -109,15 +106,15 @@ struct Sm90Config {
 template <int kHeadDim>
 struct Sm90ConfigFor;
 constexpr int kPingPongFrom = 16;
-//                                                  d    N  stages ping-pong poly from   smem
+//                                                  d    N  stages ping-pong from   smem
 template <> struct Sm90ConfigFor<64>  {
-  using type = Sm90Config<64, 192, 2, true, 0, kPingPongFrom>;  // 113 KB
+  using type = Sm90Config<64, 192, 2, true, kPingPongFrom>;  // 113 KB
 };
 template <> struct Sm90ConfigFor<96>  {
-  using type = Sm90Config<96, 176, 2, true, 0, kPingPongFrom>;  // 209 KB
+  using type = Sm90Config<96, 176, 2, true, kPingPongFrom>;  // 209 KB
 };
 template <> struct Sm90ConfigFor<128> {
-  using type = Sm90Config<128, 176, 2, true, 0, kPingPongFrom>;  // 209 KB
+  using type = Sm90Config<128, 176, 2, true, kPingPongFrom>;  // 209 KB
 };
 template <> struct Sm90ConfigFor<192> { using type = Sm90Config<192, 96, 2>; };  // 193 KB
 template <> struct Sm90ConfigFor<256> { using type = Sm90Config<256, 80, 2>; };  // 225 KB
@@ -131,17 +128,17 @@ template <> struct Sm90ConfigFor<256> { using type = Sm90Config<256, 80, 2>; }; 
 template <int kHeadDim>
 struct Sm90ShortConfigFor { using type = typename Sm90ConfigFor<kHeadDim>::type; };
 template <> struct Sm90ShortConfigFor<64> {
-  using type = Sm90Config<64, 128, 2, true, 0, kPingPongFrom>;  // 81 KB
+  using type = Sm90Config<64, 128, 2, true, kPingPongFrom>;  // 81 KB
 };
 template <> struct Sm90ShortConfigFor<128> {
-  using type = Sm90Config<128, 128, 2, true, 0, kPingPongFrom>;  // 161 KB
+  using type = Sm90Config<128, 128, 2, true, kPingPongFrom>;  // 161 KB
 };
 
 // Whether block_n_short keys per tile take less time than block_n_long for the blocks of one
 // sequence (seqlen_q queries, seqlen_k keys, the window (left, right) with -1 unbounded and
 // causal as right = 0), by the sum over its 128-row blocks of key tiles x (keys per tile +
-// kTileCost). A block's tiles start at the first key it sees (flash_sm90_kernel.cuh:
-// BlockCoords), so a block seeing keys [begin, end) takes ceil((end - begin) / N) of them.
+// kTileCost), its tiles counted as the kernel does, from the first key it sees
+// (MaskRule::key_tiles).
 // kTileCost, a key tile's fixed cost in keys (the wait for S, the row max, the barrier
 // handshakes), fits the tuner's d64 16k pair (N192 431.1 against N128 414.4 TFLOP/s: 20 keys);
 // it then gives d64 +7% for N128 at 1k (measured +10%) and -1.6% at 4k (measured -0.7%), d128
@@ -156,12 +153,14 @@ inline bool sm90_short_tiles_pay(long long seqlen_q, long long seqlen_k, long lo
   const long long blocks = (seqlen_q + kBlockM - 1) / kBlockM;
   const long long step = (blocks + kMaxSamples - 1) / kMaxSamples;
   long long cost_long = 0, cost_short = 0;
+  auto cost = [&](long long m0, long long block_n) {
+    std::int64_t first_key = 0, tiles = 0;
+    rule.key_tiles(m0, kBlockM, block_n, &first_key, &tiles);
+    return tiles * (block_n + kTileCost);
+  };
   for (long long m = 0; m < blocks; m += step) {
-    const KeyRange keys = rule.block_range(m * kBlockM, kBlockM);
-    if (keys.empty()) continue;
-    const long long span = keys.end - keys.begin;
-    cost_long += (span + block_n_long - 1) / block_n_long * (block_n_long + kTileCost);
-    cost_short += (span + block_n_short - 1) / block_n_short * (block_n_short + kTileCost);
+    cost_long += cost(m * kBlockM, block_n_long);
+    cost_short += cost(m * kBlockM, block_n_short);
   }
   return cost_short < cost_long;
 }

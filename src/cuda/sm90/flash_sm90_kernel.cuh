@@ -30,7 +30,7 @@
 // mbarriers: q_full (1 arrival + Q's bytes), k_full[s] and v_full[s] (1 arrival + the tile's
 // bytes), q_empty, k_empty[s] and v_empty[s] (one arrival per consumer warp, 8: a warp's
 // wgmma_wait covers all its lanes). Both consumers read every K and V tile (the block's key
-// range is one interval, MaskRule::block_range).
+// range is one interval, MaskRule::key_tiles).
 //
 // Out-of-bounds rows. TMA zero-fills only outside the tensor map's extents: in a dense problem
 // the maps' row extent is seqlen, so a tail tile's rows past it are zeros. In a packed (varlen)
@@ -98,12 +98,9 @@ __device__ __forceinline__ void wait_or_trap(std::uint32_t bar_smem, std::uint32
 
 // Where a block works: its (batch, head), query rows [m0, m0 + kBlockM) of its sequence, the
 // sequence's first rows in q/o/lse and in k/v, its lengths, and its key tiles: n_tiles tiles of
-// kBlockN keys from key_first, the first key any of its rows sees (MaskRule::block_range), so
-// tile t holds keys key_first + t kBlockN onwards. Tiles start there rather than at a multiple
-// of kBlockN: a window (1024, 0) block sees 1152 keys, 7 tiles of 176 from its first key
-// against 7.46 on average on the aligned grid (1232 keys computed instead of 1313; a window's
-// left edge is the only case where key_first > 0). A varlen block past its sequence's rows has
-// m0 >= seqlen_q and does nothing.
+// kBlockN keys from key_first, the first key any of its rows sees (MaskRule::key_tiles), so
+// tile t holds keys key_first + t kBlockN onwards (a window's left edge is the only case where
+// key_first > 0). A varlen block past its sequence's rows has m0 >= seqlen_q and does nothing.
 // In 32 bits (every count fits: validate() and the tensor maps' extents), which the consumers
 // hold through a whole work tile: as 64-bit values they spilled the variant kernel at 240.
 struct BlockCoords {
@@ -163,11 +160,7 @@ __device__ __forceinline__ BlockCoords block_coords(const KernelArgs& args, cons
         kVariants ? MaskRule32::make(c.seqlen_q, c.seqlen_k, args.window_left, args.window_right,
                                      false)
                   : work.dense_rule;
-    const BasicKeyRange<int> keys = rule.block_range(c.m0, Cfg::kBlockM);
-    if (!keys.empty()) {
-      c.key_first = keys.begin;
-      c.n_tiles = (keys.end - keys.begin + Cfg::kBlockN - 1) / Cfg::kBlockN;
-    }
+    rule.key_tiles(c.m0, Cfg::kBlockM, Cfg::kBlockN, &c.key_first, &c.n_tiles);
   }
   return c;
 }
@@ -421,11 +414,10 @@ __device__ __forceinline__ void consume(const KernelArgs& args, const Smem<Cfg>&
       if (args.alibi_slopes != nullptr) {
         alibi_row_bias<1, kNTiles>(row_bias, mod, lane_row, diag, n0, tq, g);
       }
-      return softmax_update<1, kNTiles, Cfg::kPolyEvery>(s_frag, row_max, row_sum, alpha,
-                                                          args.scale_log2, row_bias);
+      return softmax_update<1, kNTiles>(s_frag, row_max, row_sum, alpha, args.scale_log2,
+                                        row_bias);
     } else {
-      return softmax_update<1, kNTiles, Cfg::kPolyEvery>(s_frag, row_max, row_sum, alpha,
-                                                          args.scale_log2);
+      return softmax_update<1, kNTiles>(s_frag, row_max, row_sum, alpha, args.scale_log2);
     }
   };
   // P in 16 bits as PV's A fragments.
@@ -775,18 +767,16 @@ Status launch_flash_sm90_config(const KernelArgs& args, const Sm90Extents& ext,
                       ") = " + std::to_string(tiles) + " blocks exceeds the grid limit 2^31 - 1");
   }
   // A persistent grid: one resident block per SM at most (the smem and the 240-register
-  // consumers) loops over the work tiles. Tiles of equal cost (no mask edge, no varlen) are
-  // dealt out round by round (TileScheduler::dealt) head by head (section 1): the tiles running
-  // together are the query blocks of one or two heads and share their K/V. Tiles of unequal
-  // cost (causal, a window, varlen; sm90_dynamic_tiles) go longest first over sections of
-  // (batch, head) pairs (TileScheduler::persistent_section) to whichever block is free next
-  // (Work::tile_counter).
-  // Measured on the H200 for causal (docs/performance.md, flash-sm90 v5 to v7): plain
+  // consumers) loops over the work tiles, taken in the TileScheduler's head-major order, so the
+  // tiles running together are the query blocks of one or two heads and share their K/V. Tiles
+  // of equal cost (no mask edge, no varlen) are dealt out round by round (TileScheduler::dealt);
+  // tiles of unequal cost (causal, a window, varlen; sm90_dynamic_tiles) go to whichever block
+  // is free next (Work::tile_counter).
+  // Measured on the H200 for causal (docs/performance.md, flash-sm90 v5 to v8): plain
   // round-robin over 132 blocks ran 0.62-0.66x at 16k (1.57x the mean work on the busiest
-  // block); the static deal over sections gained 6-7% at d128 causal 512-1k over one block per
-  // tile but lost 8% at d256 causal 512 and 2% at d128 causal 16k (blocks left uneven); the
-  // counter (v7) against one block per tile: causal d64 512-1k +27-37%, d128 512-1k +10%, d256
-  // 512 +0.6%, 16k -1.4 to -2.1% (open).
+  // block); the counter against one block per tile: causal d64 512-1k +27-37%, d128 512-1k
+  // +10% (v7, over sections of (batch, head) pairs longest first); head-major instead of the
+  // sections: causal 16k d128 +2.0%, d256 +1.7%, d256 causal 512 0.58x -> 0.77x cuDNN (v8).
   const bool dynamic = sm90_dynamic_tiles(args);
   if (dynamic && tile_counter == nullptr) {
     return Status(StatusCode::kInternal, "flash-sm90: causal, windowed or varlen tiles need "
@@ -807,10 +797,8 @@ Status launch_flash_sm90_config(const KernelArgs& args, const Sm90Extents& ext,
   }
   const std::int64_t grid = std::max<std::int64_t>(
       1, std::min<std::int64_t>(tiles, static_cast<std::int64_t>(sms) * std::max(1, per_sm)));
-  const std::int64_t section = 1;
   sm90::Work work;
-  work.sched =
-      TileScheduler::make(args.batch, args.heads, args.seqlen_q, Cfg::kBlockM, section);
+  work.sched = TileScheduler::make(args.batch, args.heads, args.seqlen_q, Cfg::kBlockM);
   work.tiles = static_cast<int>(tiles);
   work.group = static_cast<int>(args.heads / args.kv_heads);
   work.dense_rule = MaskRule32::make(args.seqlen_q, args.seqlen_k, -1, args.window_right, false);
