@@ -63,6 +63,14 @@ struct Sm90Config {
   // variant kernel then held 48-68 bytes in local memory, some inside the key loop.
   static constexpr bool kStagedEpilogue = kPvSplits > 1;
   static constexpr int kPvN = kHeadDimPad / kPvSplits;
+  // Work tiles meet in one step (flash_sm90_kernel.cuh): the last P V of one runs with the first
+  // S of the next, whose softmax then holds S, P and O live together with the earlier tile's
+  // output coordinates. Where S + P + O take more than 176 of the 240 registers (d96 and d128 at
+  // N176: 88 + 44 + 64) ptxas spilled 24 bytes (dense) and 112-156 bytes (variants), so those
+  // configurations finish each work tile before the next, as does the staged d256 epilogue,
+  // whose O passes through the Q buffer the next tile's Q arrives in.
+  static constexpr bool kMergeTiles =
+      !kStagedEpilogue && kBlockN / 2 + kBlockN / 4 + kHeadDimPad / 2 <= 176;
 
   static constexpr int kRowBytes = 128;
   static constexpr int kQBytes = kBlockM * kRowBytes * kColBlocks;
