@@ -169,7 +169,9 @@ __device__ __forceinline__ BlockCoords block_coords(const KernelArgs& args, cons
 template <class Cfg>
 struct Smem {
   std::uint32_t base;
-  __device__ __forceinline__ std::uint32_t q() const { return base + Cfg::kQOffset; }
+  __device__ __forceinline__ std::uint32_t q(int b = 0) const {
+    return base + Cfg::kQOffset + b * Cfg::kQBytes;
+  }
   __device__ __forceinline__ std::uint32_t k(int s) const {
     return base + Cfg::kKOffset + s * Cfg::kKvTileBytes;
   }
@@ -177,19 +179,32 @@ struct Smem {
     return base + Cfg::kVOffset + s * Cfg::kKvTileBytes;
   }
   __device__ __forceinline__ std::uint32_t bar(int i) const { return base + Cfg::kBarOffset + 8 * i; }
-  __device__ __forceinline__ std::uint32_t q_full() const { return bar(0); }
-  __device__ __forceinline__ std::uint32_t k_full(int s) const { return bar(1 + s); }
-  __device__ __forceinline__ std::uint32_t v_full(int s) const { return bar(1 + Cfg::kStages + s); }
-  __device__ __forceinline__ std::uint32_t k_empty(int s) const {
-    return bar(1 + 2 * Cfg::kStages + s);
+  static constexpr int kQb = Cfg::kQBuffers, kS = Cfg::kStages;
+  __device__ __forceinline__ std::uint32_t q_full(int b = 0) const { return bar(b); }
+  __device__ __forceinline__ std::uint32_t k_full(int s) const { return bar(kQb + s); }
+  __device__ __forceinline__ std::uint32_t v_full(int s) const { return bar(kQb + kS + s); }
+  __device__ __forceinline__ std::uint32_t k_empty(int s) const { return bar(kQb + 2 * kS + s); }
+  __device__ __forceinline__ std::uint32_t v_empty(int s) const { return bar(kQb + 3 * kS + s); }
+  __device__ __forceinline__ std::uint32_t q_empty(int b = 0) const {
+    return bar(kQb + 4 * kS + b);
   }
-  __device__ __forceinline__ std::uint32_t v_empty(int s) const {
-    return bar(1 + 3 * Cfg::kStages + s);
+  // The work tile of Q buffer b's current round (tiles when the block is done), written by the
+  // producer before it arrives on q_full(b) and read by lane 0 of each consumer warp after its
+  // wait on it.
+  __device__ __forceinline__ std::uint32_t tile_slot(int b = 0) const {
+    return bar(2 * kQb + 4 * kS + b);
   }
-  __device__ __forceinline__ std::uint32_t q_empty() const { return bar(1 + 4 * Cfg::kStages); }
-  // The work tile of the current Q round (tiles when the block is done), written by the producer
-  // before it arrives on q_full and read by lane 0 of each consumer warp after its wait on it.
-  __device__ __forceinline__ std::uint32_t tile_slot() const { return bar(2 + 4 * Cfg::kStages); }
+};
+
+// Q round r (the block's r-th work tile) uses Q buffer r % kQBuffers, whose barriers complete
+// their (r / kQBuffers)-th phase.
+template <class Cfg>
+struct QRound {
+  int buf;
+  std::uint32_t parity;
+  __device__ __forceinline__ static QRound at(int r) {
+    return QRound{r % Cfg::kQBuffers, static_cast<std::uint32_t>(r / Cfg::kQBuffers) & 1u};
+  }
 };
 
 // The ring position of the i-th key tile a block streams (counted over all its work tiles).
@@ -279,6 +294,97 @@ __device__ __forceinline__ void produce(const KernelArgs& args, const Smem<Cfg>&
   }
   // Stay until the consumers have released every stage and the last Q: no copy of ours is in
   // flight when this thread exits.
+  for (int i = 0; i < Cfg::kStages; ++i, ++it) {
+    const RingSlot<Cfg> r = RingSlot<Cfg>::at(it);
+    wait_or_trap(sm.k_empty(r.stage), r.parity ^ 1);
+    wait_or_trap(sm.v_empty(r.stage), r.parity ^ 1);
+  }
+}
+
+// The producer lane with two Q buffers (Cfg::kQBuffers == 2, the merged consumers): round k + 1's
+// Q is loaded one key tile into round k, so it is in shared memory when round k's last P V and
+// round k + 1's first S are issued together. Per round k: K and V of the first key tile, then
+// round k + 1's Q (once round k - 1's consumers are done with that buffer), then the other key
+// tiles; the next round's K and V follow as the ring frees up. A round past the last tile (or a
+// varlen tile past its sequence's rows) completes its q_full without a load.
+template <class Cfg, bool kVariants>
+__device__ __forceinline__ void produce_ahead(const KernelArgs& args, const Smem<Cfg>& sm,
+                                              const CUtensorMap* q_map, const CUtensorMap* k_map,
+                                              const CUtensorMap* v_map, const Work& work) {
+  static_assert(Cfg::kQBuffers == 2, "produce for one Q buffer");
+  ptx::tma_prefetch_map(q_map);
+  ptx::tma_prefetch_map(k_map);
+  ptx::tma_prefetch_map(v_map);
+  // Round r: its tile (the static deal or the counter), published in its buffer's tile_slot,
+  // and its Q. Returns the tile, >= work.tiles past the last one.
+  auto load_q = [&](int r) {
+    unsigned next;
+    if (work.tile_counter == nullptr) {
+      next = TileScheduler::dealt(r, ptx::block_index_x(), ptx::grid_dim_x());
+    } else {
+      next = r == 0 ? ptx::block_index_x() : atomicAdd(work.tile_counter, 1u) + ptx::grid_dim_x();
+    }
+    const unsigned tiles = static_cast<unsigned>(work.tiles);
+    const QRound<Cfg> q = QRound<Cfg>::at(r);
+    if (r >= Cfg::kQBuffers) wait_or_trap(sm.q_empty(q.buf), q.parity ^ 1);  // round r - 2's
+    ptx::st_shared_u32(sm.tile_slot(q.buf), next < tiles ? next : tiles);
+    if (next >= tiles) {
+      ptx::mbarrier_arrive(sm.q_full(q.buf));
+      return tiles;
+    }
+    const BlockCoords c = block_coords<Cfg, kVariants>(args, work, static_cast<int>(next));
+    if (kVariants && c.m0 >= c.seqlen_q) {  // varlen: past the sequence's rows
+      ptx::mbarrier_arrive(sm.q_full(q.buf));
+      return next;
+    }
+    ptx::mbarrier_arrive_expect_tx(sm.q_full(q.buf), Cfg::kQBytes);
+#pragma unroll
+    for (int blk = 0; blk < Cfg::kColBlocks; ++blk) {
+      ptx::tma_load(sm.q(q.buf) + blk * Cfg::kBlockM * Cfg::kRowBytes, q_map, sm.q_full(q.buf),
+                    blk * Cfg::kBlockCols, c.q_row0 + c.m0, c.h, c.tma_batch);
+    }
+    return next;
+  };
+  int it = 0;  // key tiles through the ring
+  // K and V of key tiles [j0, j1) of the tile's range. The tile's coordinates are rederived
+  // for each part (the producer holds 24 registers: kept across load_q, they spilled).
+  auto load_kv = [&](unsigned tile, int j0, int j1) {
+    const BlockCoords c = block_coords<Cfg, kVariants>(args, work, static_cast<int>(tile));
+    const int k_row0 = c.k_row0 + c.key_first;
+    for (int j = j0; j < j1; ++j, ++it) {
+      const RingSlot<Cfg> r = RingSlot<Cfg>::at(it);
+      const int k_row = k_row0 + j * Cfg::kBlockN;
+      wait_or_trap(sm.k_empty(r.stage), r.parity ^ 1);  // the first pass over the ring passes
+      ptx::mbarrier_arrive_expect_tx(sm.k_full(r.stage), Cfg::kKvTileBytes);
+#pragma unroll
+      for (int blk = 0; blk < Cfg::kColBlocks; ++blk) {
+        ptx::tma_load(sm.k(r.stage) + blk * Cfg::kBlockN * Cfg::kRowBytes, k_map,
+                      sm.k_full(r.stage), blk * Cfg::kBlockCols, k_row, c.h_kv, c.tma_batch);
+      }
+      wait_or_trap(sm.v_empty(r.stage), r.parity ^ 1);
+      ptx::mbarrier_arrive_expect_tx(sm.v_full(r.stage), Cfg::kKvTileBytes);
+#pragma unroll
+      for (int blk = 0; blk < Cfg::kColBlocks; ++blk) {
+        ptx::tma_load(sm.v(r.stage) + blk * Cfg::kBlockN * Cfg::kRowBytes, v_map,
+                      sm.v_full(r.stage), blk * Cfg::kBlockCols, k_row, c.h_kv, c.tma_batch);
+      }
+    }
+  };
+  unsigned tile = load_q(0);
+  for (int k = 0; tile < static_cast<unsigned>(work.tiles); ++k) {
+    int n_tiles;
+    {
+      const BlockCoords c = block_coords<Cfg, kVariants>(args, work, static_cast<int>(tile));
+      n_tiles = kVariants && c.m0 >= c.seqlen_q ? 0 : c.n_tiles;  // varlen: past the rows
+    }
+    const int first = n_tiles > 0 ? 1 : 0;
+    load_kv(tile, 0, first);
+    const unsigned next = load_q(k + 1);
+    load_kv(tile, first, n_tiles);
+    tile = next;
+  }
+  // Stay until the consumers have released every stage: no copy of ours is in flight when this
+  // thread exits (the consumers wait for every round's Q).
   for (int i = 0; i < Cfg::kStages; ++i, ++it) {
     const RingSlot<Cfg> r = RingSlot<Cfg>::at(it);
     wait_or_trap(sm.k_empty(r.stage), r.parity ^ 1);
@@ -698,8 +804,8 @@ __device__ __forceinline__ void consume_merged(const KernelArgs& args, const Sme
   // the work-tile loop, the lane's row was the one value the variant kernel spilled.
   auto thread = [] { return ptx::thread_index_x() - Cfg::kWarpgroup; };
   auto lane = [] { return ptx::thread_index_x() % 32; };
-  auto release_q = [&] {
-    if (lane() == 0) ptx::mbarrier_arrive(sm.q_empty());
+  auto release_q = [&](int qb) {
+    if (lane() == 0) ptx::mbarrier_arrive(sm.q_empty(qb));
   };
   // A warp is done with a stage's K or V once its wgmma_wait has returned.
   auto release = [&](std::uint32_t bar_smem) {
@@ -855,33 +961,35 @@ __device__ __forceinline__ void consume_merged(const KernelArgs& args, const Sme
   // round waits for its q_full (a skipped wait would let the next round's wait pass on this
   // round's phase); the round past the last tile (the producer's final arrival) needs none.
   int k = 0;  // Q rounds
-  auto next_tile = [&](BlockCoords& c) {
+  auto next_tile = [&](BlockCoords& c, int& qb) {
     for (;;) {
       // The static deal: the tile is known before Q arrives, so its coordinates are computed
       // while Q loads (v5's order; v7 read every tile from tile_slot after the wait, and its
       // dense 512-1k cells ran 2.5-4% slower).
       const bool counted = work.tile_counter != nullptr;
+      const QRound<Cfg> q = QRound<Cfg>::at(k);
+      qb = q.buf;
       unsigned next =
           counted ? 0u : TileScheduler::dealt(k, ptx::block_index_x(), ptx::grid_dim_x());
       if (counted) {
-        wait_or_trap(sm.q_full(), k & 1);
+        wait_or_trap(sm.q_full(q.buf), q.parity);
         // Lane 0 of each warp reads tile_slot, and it is the lane that arrives on q_empty
         // later: an arrive releases only the arriving thread's accesses, so another lane's
         // read would race with the producer's next write (the PTX memory model; racecheck
         // reports it).
-        if (lane() == 0) next = ptx::ld_shared_u32(sm.tile_slot());
+        if (lane() == 0) next = ptx::ld_shared_u32(sm.tile_slot(q.buf));
         next = __shfl_sync(0xffffffffu, next, 0);
       }
       if (next >= static_cast<unsigned>(work.tiles)) return false;
       c = block_coords<Cfg, kVariants>(args, work, static_cast<int>(next));
-      if (!counted) wait_or_trap(sm.q_full(), k & 1);
+      if (!counted) wait_or_trap(sm.q_full(q.buf), q.parity);
       ++k;
       if (kVariants && c.m0 >= c.seqlen_q) {  // varlen: past the sequence's rows (produce)
-        release_q();
+        release_q(q.buf);
         continue;
       }
       if (c.n_tiles > 0) return true;
-      release_q();
+      release_q(q.buf);
       const float no_max[1][2] = {{-INFINITY, -INFINITY}}, no_sum[1][2] = {{0.0f, 0.0f}};
       store_output(c, no_max, no_sum, Empty{});
     }
@@ -891,9 +999,10 @@ __device__ __forceinline__ void consume_merged(const KernelArgs& args, const Sme
   // statistics, then P. Merged: the last P V of work tile e (its V at ring position ring - 1)
   // runs with that S, and e's output is stored once it is done.
   int ring = 0;
-  auto first_tile = [&](const BlockCoords& c, const BlockCoords& e, bool e_pp, auto merged_tag) {
+  auto first_tile = [&](const BlockCoords& c, int qb, const BlockCoords& e, bool e_pp,
+                        auto merged_tag) {
     constexpr bool kMerged = decltype(merged_tag)::value;
-    const std::uint64_t q_desc = ptx::sw128_k_major_desc(sm.q() + wg_row * Cfg::kRowBytes);
+    const std::uint64_t q_desc = ptx::sw128_k_major_desc(sm.q(qb) + wg_row * Cfg::kRowBytes);
     const bool pp = uses_pingpong(c.n_tiles);
     Fragment<1, kNTiles> s_frag;
     float(&s_acc)[kBlockN / 2] = reinterpret_cast<float(&)[kBlockN / 2]>(s_frag);
@@ -922,7 +1031,7 @@ __device__ __forceinline__ void consume_merged(const KernelArgs& args, const Sme
     }
     ptx::fence_operands(s_acc);
     release(sm.k_empty(first.stage));
-    if (c.n_tiles == 1) release_q();
+    if (c.n_tiles == 1) release_q(qb);
     if constexpr (kMerged) {
       // Fresh statistics beside e's, which its output still needs.
       float first_max[1][2] = {{-INFINITY, -INFINITY}}, first_sum[1][2] = {{0.0f, 0.0f}};
@@ -951,8 +1060,8 @@ __device__ __forceinline__ void consume_merged(const KernelArgs& args, const Sme
 
   // Key tiles 1 .. n_tiles - 1 of work tile c: S_j with P_{j-1} V_{j-1}, the softmax of S_j
   // while that product runs.
-  auto next_tiles = [&](const BlockCoords& c) {
-    const std::uint64_t q_desc = ptx::sw128_k_major_desc(sm.q() + wg_row * Cfg::kRowBytes);
+  auto next_tiles = [&](const BlockCoords& c, int qb) {
+    const std::uint64_t q_desc = ptx::sw128_k_major_desc(sm.q(qb) + wg_row * Cfg::kRowBytes);
     const bool pp = uses_pingpong(c.n_tiles);
     const MaskRule32 rule = tile_rule(c);
     const ScoreMod mod = tile_mod(c);
@@ -981,7 +1090,7 @@ __device__ __forceinline__ void consume_merged(const KernelArgs& args, const Sme
       ptx::wgmma_wait<1>();
       ptx::fence_operands(s_acc);
       release(sm.k_empty(s));
-      if (it == c.n_tiles - 1) release_q();
+      if (it == c.n_tiles - 1) release_q(qb);
       const bool moved = softmax(c, rule, mod, s_frag, n0, row_max, row_sum);
 
       ptx::wgmma_wait<0>();
@@ -1010,17 +1119,18 @@ __device__ __forceinline__ void consume_merged(const KernelArgs& args, const Sme
   };
 
   BlockCoords c;
-  if (!next_tile(c)) return;
-  first_tile(c, c, false, Alone{});
+  int qb;  // c's Q buffer
+  if (!next_tile(c, qb)) return;
+  first_tile(c, qb, c, false, Alone{});
   for (;;) {
-    next_tiles(c);
+    next_tiles(c, qb);
     BlockCoords n;
-    if (!next_tile(n)) {
+    if (!next_tile(n, qb)) {
       last_tile(c);
       return;
     }
     ring += c.n_tiles;
-    first_tile(n, c, uses_pingpong(c.n_tiles), Merged{});  // with c's last P V and output
+    first_tile(n, qb, c, uses_pingpong(c.n_tiles), Merged{});  // with c's last P V and output
     c = n;
   }
 }
@@ -1047,8 +1157,11 @@ flash_sm90_kernel(const __grid_constant__ KernelArgs args,
   // overlap, and no block pays its launch and pipeline fill again. The producer publishes each
   // round's tile in tile_slot.
   if (tid == 0) {
-    ptx::mbarrier_init(sm.q_full(), 1);
-    ptx::mbarrier_init(sm.q_empty(), Cfg::kConsumers * Cfg::kWarpgroup / 32);
+#pragma unroll
+    for (int b = 0; b < Cfg::kQBuffers; ++b) {
+      ptx::mbarrier_init(sm.q_full(b), 1);
+      ptx::mbarrier_init(sm.q_empty(b), Cfg::kConsumers * Cfg::kWarpgroup / 32);
+    }
 #pragma unroll
     for (int s = 0; s < Cfg::kStages; ++s) {
       ptx::mbarrier_init(sm.k_full(s), 1);
@@ -1076,7 +1189,11 @@ flash_sm90_kernel(const __grid_constant__ KernelArgs args,
   ptx::setmaxnreg_dec<Cfg::kProducerRegs>();
   // Warps 1-3 exit at once (no named barrier counts them).
   if (tid / 32 == 0 && ptx::elect_one_sync()) {
-    sm90::produce<Cfg, kVariants>(args, sm, &q_map, &k_map, &v_map, work);
+    if constexpr (Cfg::kQBuffers == 2) {
+      sm90::produce_ahead<Cfg, kVariants>(args, sm, &q_map, &k_map, &v_map, work);
+    } else {
+      sm90::produce<Cfg, kVariants>(args, sm, &q_map, &k_map, &v_map, work);
+    }
   }
 #endif
 }
