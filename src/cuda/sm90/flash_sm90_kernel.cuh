@@ -343,6 +343,17 @@ __device__ __forceinline__ void produce_ahead(const KernelArgs& args, const Smem
       ptx::tma_load(sm.q(q.buf) + blk * Cfg::kBlockM * Cfg::kRowBytes, q_map, sm.q_full(q.buf),
                     blk * Cfg::kBlockCols, c.q_row0 + c.m0, c.h, c.tma_batch);
     }
+    // The round's first K and V tiles into L2 now: their shared-memory loads wait for the ring
+    // until the round before ends, and the merged step needs K at once.
+    if (c.n_tiles > 0) {
+#pragma unroll
+      for (int blk = 0; blk < Cfg::kColBlocks; ++blk) {
+        ptx::tma_prefetch_l2(k_map, blk * Cfg::kBlockCols, c.k_row0 + c.key_first, c.h_kv,
+                             c.tma_batch);
+        ptx::tma_prefetch_l2(v_map, blk * Cfg::kBlockCols, c.k_row0 + c.key_first, c.h_kv,
+                             c.tma_batch);
+      }
+    }
     return next;
   };
   int it = 0;  // key tiles through the ring
