@@ -93,21 +93,6 @@ __device__ __forceinline__ void tma_load(std::uint32_t dst_smem, const CUtensorM
 #endif
 }
 
-// Fetches the box at (c0, c1, c2, c3) into L2 only (no shared memory, no barrier): a later
-// tma_load of it then finds it there instead of waiting on DRAM.
-__device__ __forceinline__ void tma_prefetch_l2(const CUtensorMap* map, int c0, int c1, int c2,
-                                                int c3) {
-#if defined(FA_SM90_PTX)
-  const std::uint64_t map_addr = reinterpret_cast<std::uint64_t>(map);  // generic address
-  asm volatile("cp.async.bulk.prefetch.tensor.4d.L2.global.tile [%0, {%1, %2, %3, %4}];\n" ::"l"(
-                   map_addr),
-               "r"(c0), "r"(c1), "r"(c2), "r"(c3)
-               : "memory");
-#else
-  __trap();
-#endif
-}
-
 // Stores the shared tile src_smem to the box at (c0, c1, ...), in this thread's current bulk group.
 __device__ __forceinline__ void tma_store(const CUtensorMap* map, std::uint32_t src_smem, int c0,
                                           int c1) {

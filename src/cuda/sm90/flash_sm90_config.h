@@ -43,6 +43,9 @@ struct Sm90Config {
   static constexpr int kConsumers = 2;    // warpgroups, 64 rows each
   static constexpr int kThreads = (1 + kConsumers) * kWarpgroup;
   static constexpr int kConsumerRows = kBlockM / kConsumers;  // one wgmma m64
+  // 384 threads start at 168 registers each (65536 / 384, __launch_bounds__(384, 1)); the
+  // producer's 168 -> 24 frees 144 * 128 = 18432, the consumers' 168 -> 240 take 72 * 256 = 18432.
+  static constexpr int kProducerRegs = 24, kConsumerRegs = 240;
 
   static constexpr int kBlockCols = 64;  // elements per 128-byte swizzled row
   static constexpr int kHeadDimPad = (kHeadDim + kBlockCols - 1) / kBlockCols * kBlockCols;
@@ -60,45 +63,19 @@ struct Sm90Config {
   // variant kernel then held 48-68 bytes in local memory, some inside the key loop.
   static constexpr bool kStagedEpilogue = kPvSplits > 1;
   static constexpr int kPvN = kHeadDimPad / kPvSplits;
+
   static constexpr int kRowBytes = 128;
   static constexpr int kQBytes = kBlockM * kRowBytes * kColBlocks;
   static constexpr int kKvTileBytes = kBlockN * kRowBytes * kColBlocks;  // one K or V tile
-  static constexpr int kAlignSlack = 1024;  // the dynamic base rounded up to the swizzle atom
-  // mbarriers: q_full[q_buffers], k_full[kStages], v_full[kStages], k_empty[kStages],
-  // v_empty[kStages], q_empty[q_buffers], 8 bytes each; then each Q buffer's round's work tile
-  // (8 bytes, 4 used).
-  static constexpr int smem_bytes(int q_buffers) {
-    return q_buffers * kQBytes + 2 * kStages * kKvTileBytes + 8 * (3 * q_buffers + 4 * kStages) +
-           kAlignSlack;
-  }
-  // Work tiles meet in one step (flash_sm90_kernel.cuh): the last P V of one runs with the first
-  // S of the next, whose softmax then holds S, P and O live together with the earlier tile's
-  // output coordinates. Where S + P + O take more than 176 of the 240 registers (d96 and d128 at
-  // N176: 88 + 44 + 64) ptxas spilled 24 bytes (dense) and 112-156 bytes (variants), so those
-  // configurations finish each work tile before the next, as does the staged d256 epilogue,
-  // whose O passes through the Q buffer the next tile's Q arrives in.
-  // Merged work tiles need the next tile's Q at the end of this one: two Q buffers, the next
-  // round's Q loaded one key tile into the current round. With one buffer the next Q could only
-  // load after the last S (its q_empty), and the merged step waited for it: measured 13-15%
-  // slower than v8 at 512 keys (d64 dense, d128 causal), about 1.4 us per work tile. So only
-  // where a second Q buffer fits too (not d192 at N96: 241 KB).
-  static constexpr bool kMergeTiles = !kStagedEpilogue &&
-                                      kBlockN / 2 + kBlockN / 4 + kHeadDimPad / 2 <= 176 &&
-                                      smem_bytes(2) <= 227 * 1024;
-  static constexpr int kQBuffers = kMergeTiles ? 2 : 1;
-  // 384 threads start at 168 registers each (65536 / 384, __launch_bounds__(384, 1)); the
-  // producer's 168 -> 24 frees 144 * 128 = 18432, the consumers' 168 -> 240 take 72 * 256 = 18432.
-  // The merged configurations' producer (produce_ahead) rederives tile coordinates around the
-  // next round's Q and spilled 32-72 bytes at 24 (variant kernels): it takes 40, the consumers
-  // 232 (128 * 40 + 256 * 232 = 64512 of 65536).
-  static constexpr int kProducerRegs = kMergeTiles ? 40 : 24;
-  static constexpr int kConsumerRegs = kMergeTiles ? 232 : 240;
-
-  static constexpr int kQOffset = 0;                                      // [kQBuffers]
-  static constexpr int kKOffset = kQOffset + kQBuffers * kQBytes;         // [kStages]
+  static constexpr int kQOffset = 0;
+  static constexpr int kKOffset = kQOffset + kQBytes;                     // [kStages]
   static constexpr int kVOffset = kKOffset + kStages * kKvTileBytes;      // [kStages]
   static constexpr int kBarOffset = kVOffset + kStages * kKvTileBytes;
-  static constexpr int kSmemBytes = smem_bytes(kQBuffers);
+  // mbarriers: q_full, k_full[kStages], v_full[kStages], k_empty[kStages], v_empty[kStages],
+  // q_empty, 8 bytes each; then the round's work tile (8 bytes, 4 used).
+  static constexpr int kBarBytes = 8 * (3 + 4 * kStages);
+  static constexpr int kAlignSlack = 1024;  // the dynamic base rounded up to the swizzle atom
+  static constexpr int kSmemBytes = kBarOffset + kBarBytes + kAlignSlack;
 
   static_assert(kHeadDim % 16 == 0, "head dim must be a multiple of 16");
   static_assert(kBlockN % 16 == 0 && kBlockN >= 16 && kBlockN <= 256, "kBlockN: wgmma N");
@@ -131,7 +108,7 @@ struct Sm90ConfigFor;
 constexpr int kPingPongFrom = 16;
 //                                                  d    N  stages ping-pong from   smem
 template <> struct Sm90ConfigFor<64>  {
-  using type = Sm90Config<64, 192, 2, true, kPingPongFrom>;  // 129 KB
+  using type = Sm90Config<64, 192, 2, true, kPingPongFrom>;  // 113 KB
 };
 template <> struct Sm90ConfigFor<96>  {
   using type = Sm90Config<96, 176, 2, true, kPingPongFrom>;  // 209 KB
@@ -151,10 +128,10 @@ template <> struct Sm90ConfigFor<256> { using type = Sm90Config<256, 80, 2>; }; 
 template <int kHeadDim>
 struct Sm90ShortConfigFor { using type = typename Sm90ConfigFor<kHeadDim>::type; };
 template <> struct Sm90ShortConfigFor<64> {
-  using type = Sm90Config<64, 128, 2, true, kPingPongFrom>;  // 97 KB
+  using type = Sm90Config<64, 128, 2, true, kPingPongFrom>;  // 81 KB
 };
 template <> struct Sm90ShortConfigFor<128> {
-  using type = Sm90Config<128, 128, 2, true, kPingPongFrom>;  // 193 KB
+  using type = Sm90Config<128, 128, 2, true, kPingPongFrom>;  // 161 KB
 };
 
 // Whether block_n_short keys per tile take less time than block_n_long for the blocks of one

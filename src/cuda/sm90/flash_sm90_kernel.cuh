@@ -169,9 +169,7 @@ __device__ __forceinline__ BlockCoords block_coords(const KernelArgs& args, cons
 template <class Cfg>
 struct Smem {
   std::uint32_t base;
-  __device__ __forceinline__ std::uint32_t q(int b = 0) const {
-    return base + Cfg::kQOffset + b * Cfg::kQBytes;
-  }
+  __device__ __forceinline__ std::uint32_t q() const { return base + Cfg::kQOffset; }
   __device__ __forceinline__ std::uint32_t k(int s) const {
     return base + Cfg::kKOffset + s * Cfg::kKvTileBytes;
   }
@@ -179,32 +177,19 @@ struct Smem {
     return base + Cfg::kVOffset + s * Cfg::kKvTileBytes;
   }
   __device__ __forceinline__ std::uint32_t bar(int i) const { return base + Cfg::kBarOffset + 8 * i; }
-  static constexpr int kQb = Cfg::kQBuffers, kS = Cfg::kStages;
-  __device__ __forceinline__ std::uint32_t q_full(int b = 0) const { return bar(b); }
-  __device__ __forceinline__ std::uint32_t k_full(int s) const { return bar(kQb + s); }
-  __device__ __forceinline__ std::uint32_t v_full(int s) const { return bar(kQb + kS + s); }
-  __device__ __forceinline__ std::uint32_t k_empty(int s) const { return bar(kQb + 2 * kS + s); }
-  __device__ __forceinline__ std::uint32_t v_empty(int s) const { return bar(kQb + 3 * kS + s); }
-  __device__ __forceinline__ std::uint32_t q_empty(int b = 0) const {
-    return bar(kQb + 4 * kS + b);
+  __device__ __forceinline__ std::uint32_t q_full() const { return bar(0); }
+  __device__ __forceinline__ std::uint32_t k_full(int s) const { return bar(1 + s); }
+  __device__ __forceinline__ std::uint32_t v_full(int s) const { return bar(1 + Cfg::kStages + s); }
+  __device__ __forceinline__ std::uint32_t k_empty(int s) const {
+    return bar(1 + 2 * Cfg::kStages + s);
   }
-  // The work tile of Q buffer b's current round (tiles when the block is done), written by the
-  // producer before it arrives on q_full(b) and read by lane 0 of each consumer warp after its
-  // wait on it.
-  __device__ __forceinline__ std::uint32_t tile_slot(int b = 0) const {
-    return bar(2 * kQb + 4 * kS + b);
+  __device__ __forceinline__ std::uint32_t v_empty(int s) const {
+    return bar(1 + 3 * Cfg::kStages + s);
   }
-};
-
-// Q round r (the block's r-th work tile) uses Q buffer r % kQBuffers, whose barriers complete
-// their (r / kQBuffers)-th phase.
-template <class Cfg>
-struct QRound {
-  int buf;
-  std::uint32_t parity;
-  __device__ __forceinline__ static QRound at(int r) {
-    return QRound{r % Cfg::kQBuffers, static_cast<std::uint32_t>(r / Cfg::kQBuffers) & 1u};
-  }
+  __device__ __forceinline__ std::uint32_t q_empty() const { return bar(1 + 4 * Cfg::kStages); }
+  // The work tile of the current Q round (tiles when the block is done), written by the producer
+  // before it arrives on q_full and read by lane 0 of each consumer warp after its wait on it.
+  __device__ __forceinline__ std::uint32_t tile_slot() const { return bar(2 + 4 * Cfg::kStages); }
 };
 
 // The ring position of the i-th key tile a block streams (counted over all its work tiles).
@@ -301,108 +286,6 @@ __device__ __forceinline__ void produce(const KernelArgs& args, const Smem<Cfg>&
   }
 }
 
-// The producer lane with two Q buffers (Cfg::kQBuffers == 2, the merged consumers): round k + 1's
-// Q is loaded one key tile into round k, so it is in shared memory when round k's last P V and
-// round k + 1's first S are issued together. Per round k: K and V of the first key tile, then
-// round k + 1's Q (once round k - 1's consumers are done with that buffer), then the other key
-// tiles; the next round's K and V follow as the ring frees up. A round past the last tile (or a
-// varlen tile past its sequence's rows) completes its q_full without a load.
-template <class Cfg, bool kVariants>
-__device__ __forceinline__ void produce_ahead(const KernelArgs& args, const Smem<Cfg>& sm,
-                                              const CUtensorMap* q_map, const CUtensorMap* k_map,
-                                              const CUtensorMap* v_map, const Work& work) {
-  static_assert(Cfg::kQBuffers == 2, "produce for one Q buffer");
-  ptx::tma_prefetch_map(q_map);
-  ptx::tma_prefetch_map(k_map);
-  ptx::tma_prefetch_map(v_map);
-  // Round r: its tile (the static deal or the counter), published in its buffer's tile_slot,
-  // and its Q. Returns the tile, >= work.tiles past the last one.
-  auto load_q = [&](int r) {
-    unsigned next;
-    if (work.tile_counter == nullptr) {
-      next = TileScheduler::dealt(r, ptx::block_index_x(), ptx::grid_dim_x());
-    } else {
-      next = r == 0 ? ptx::block_index_x() : atomicAdd(work.tile_counter, 1u) + ptx::grid_dim_x();
-    }
-    const unsigned tiles = static_cast<unsigned>(work.tiles);
-    const QRound<Cfg> q = QRound<Cfg>::at(r);
-    if (r >= Cfg::kQBuffers) wait_or_trap(sm.q_empty(q.buf), q.parity ^ 1);  // round r - 2's
-    ptx::st_shared_u32(sm.tile_slot(q.buf), next < tiles ? next : tiles);
-    if (next >= tiles) {
-      ptx::mbarrier_arrive(sm.q_full(q.buf));
-      return tiles;
-    }
-    const BlockCoords c = block_coords<Cfg, kVariants>(args, work, static_cast<int>(next));
-    if (kVariants && c.m0 >= c.seqlen_q) {  // varlen: past the sequence's rows
-      ptx::mbarrier_arrive(sm.q_full(q.buf));
-      return next;
-    }
-    ptx::mbarrier_arrive_expect_tx(sm.q_full(q.buf), Cfg::kQBytes);
-#pragma unroll
-    for (int blk = 0; blk < Cfg::kColBlocks; ++blk) {
-      ptx::tma_load(sm.q(q.buf) + blk * Cfg::kBlockM * Cfg::kRowBytes, q_map, sm.q_full(q.buf),
-                    blk * Cfg::kBlockCols, c.q_row0 + c.m0, c.h, c.tma_batch);
-    }
-    // The round's first K and V tiles into L2 now: their shared-memory loads wait for the ring
-    // until the round before ends, and the merged step needs K at once.
-    if (c.n_tiles > 0) {
-#pragma unroll
-      for (int blk = 0; blk < Cfg::kColBlocks; ++blk) {
-        ptx::tma_prefetch_l2(k_map, blk * Cfg::kBlockCols, c.k_row0 + c.key_first, c.h_kv,
-                             c.tma_batch);
-        ptx::tma_prefetch_l2(v_map, blk * Cfg::kBlockCols, c.k_row0 + c.key_first, c.h_kv,
-                             c.tma_batch);
-      }
-    }
-    return next;
-  };
-  int it = 0;  // key tiles through the ring
-  // K and V of key tiles [j0, j1) of the tile's range. The tile's coordinates are rederived
-  // for each part (the producer holds 24 registers: kept across load_q, they spilled).
-  auto load_kv = [&](unsigned tile, int j0, int j1) {
-    const BlockCoords c = block_coords<Cfg, kVariants>(args, work, static_cast<int>(tile));
-    const int k_row0 = c.k_row0 + c.key_first;
-    for (int j = j0; j < j1; ++j, ++it) {
-      const RingSlot<Cfg> r = RingSlot<Cfg>::at(it);
-      const int k_row = k_row0 + j * Cfg::kBlockN;
-      wait_or_trap(sm.k_empty(r.stage), r.parity ^ 1);  // the first pass over the ring passes
-      ptx::mbarrier_arrive_expect_tx(sm.k_full(r.stage), Cfg::kKvTileBytes);
-#pragma unroll
-      for (int blk = 0; blk < Cfg::kColBlocks; ++blk) {
-        ptx::tma_load(sm.k(r.stage) + blk * Cfg::kBlockN * Cfg::kRowBytes, k_map,
-                      sm.k_full(r.stage), blk * Cfg::kBlockCols, k_row, c.h_kv, c.tma_batch);
-      }
-      wait_or_trap(sm.v_empty(r.stage), r.parity ^ 1);
-      ptx::mbarrier_arrive_expect_tx(sm.v_full(r.stage), Cfg::kKvTileBytes);
-#pragma unroll
-      for (int blk = 0; blk < Cfg::kColBlocks; ++blk) {
-        ptx::tma_load(sm.v(r.stage) + blk * Cfg::kBlockN * Cfg::kRowBytes, v_map,
-                      sm.v_full(r.stage), blk * Cfg::kBlockCols, k_row, c.h_kv, c.tma_batch);
-      }
-    }
-  };
-  unsigned tile = load_q(0);
-  for (int k = 0; tile < static_cast<unsigned>(work.tiles); ++k) {
-    int n_tiles;
-    {
-      const BlockCoords c = block_coords<Cfg, kVariants>(args, work, static_cast<int>(tile));
-      n_tiles = kVariants && c.m0 >= c.seqlen_q ? 0 : c.n_tiles;  // varlen: past the rows
-    }
-    const int first = n_tiles > 0 ? 1 : 0;
-    load_kv(tile, 0, first);
-    const unsigned next = load_q(k + 1);
-    load_kv(tile, first, n_tiles);
-    tile = next;
-  }
-  // Stay until the consumers have released every stage: no copy of ours is in flight when this
-  // thread exits (the consumers wait for every round's Q).
-  for (int i = 0; i < Cfg::kStages; ++i, ++it) {
-    const RingSlot<Cfg> r = RingSlot<Cfg>::at(it);
-    wait_or_trap(sm.k_empty(r.stage), r.parity ^ 1);
-    wait_or_trap(sm.v_empty(r.stage), r.parity ^ 1);
-  }
-}
-
 // Zeroes rows [row_begin, kBlockN) of a V tile (all column blocks), from the 256 consumer
 // threads (ct = 0..255), then hands the tile to wgmma (proxy fence + barrier of both
 // consumers). Only the varlen tail tile needs it (see the file comment).
@@ -461,7 +344,7 @@ __device__ __forceinline__ void issue_pv(float (&o)[Cfg::kPvSplits][Cfg::kPvN / 
 // output, once the caller has waited for the work tile's Q (q_full). ring: the ring position
 // of its first key tile.
 template <typename T, class Cfg, bool kVariants>
-__device__ __forceinline__ void consume_tile(const KernelArgs& args, const Smem<Cfg>& sm,
+__device__ __forceinline__ void consume(const KernelArgs& args, const Smem<Cfg>& sm,
                                         const BlockCoords& c, int consumer, int ring) {
   constexpr int kBlockN = Cfg::kBlockN, kNTiles = Cfg::kNTiles, kDTiles = Cfg::kDTiles;
   // The consumer thread index, read afresh for each work tile (special_regs.cuh): held across
@@ -737,415 +620,6 @@ __device__ __forceinline__ void consume_tile(const KernelArgs& args, const Smem<
   }
 }
 
-// One consumer warpgroup over the block's work tiles, one after the other (configurations
-// without Cfg::kMergeTiles).
-template <typename T, class Cfg, bool kVariants>
-__device__ __forceinline__ void consume_each(const KernelArgs& args, const Smem<Cfg>& sm,
-                                             const Work& work, int consumer) {
-  int ring = 0;
-  // One loop counter (the tile is rederived from it): the variant kernel's consumers sit at
-  // their 240-register limit, and the second counter spilled.
-  for (int k = 0;; ++k) {
-    // Every round with a tile waits for its q_full, also without key tiles: a skipped wait
-    // would let the next round's wait pass on this round's phase. The round past the last
-    // tile (the producer's final arrival) needs no wait.
-    // The static deal: the tile is known before Q arrives, so its coordinates are computed
-    // while Q loads (v5's order; v7 read every tile from tile_slot after the wait, and its
-    // dense 512-1k cells ran 2.5-4% slower).
-    const bool counted = work.tile_counter != nullptr;
-    unsigned next =
-        counted ? 0u : TileScheduler::dealt(k, ptx::block_index_x(), ptx::grid_dim_x());
-    if (counted) {
-      wait_or_trap(sm.q_full(), k & 1);
-      // Lane 0 of each warp reads tile_slot, and it is the lane that arrives on q_empty
-      // later: an arrive releases only the arriving thread's accesses, so another lane's
-      // read would race with the producer's next write (the PTX memory model; racecheck
-      // reports it).
-      if (ptx::thread_index_x() % 32 == 0) next = ptx::ld_shared_u32(sm.tile_slot());
-      next = __shfl_sync(0xffffffffu, next, 0);
-    }
-    if (next >= static_cast<unsigned>(work.tiles)) break;
-    const int tile = static_cast<int>(next);
-    const BlockCoords c = block_coords<Cfg, kVariants>(args, work, tile);
-    if (!counted) wait_or_trap(sm.q_full(), k & 1);
-    if (kVariants && c.m0 >= c.seqlen_q) {  // varlen: past the sequence's rows (produce)
-      if (ptx::thread_index_x() % 32 == 0) ptx::mbarrier_arrive(sm.q_empty());
-      continue;
-    }
-    consume_tile<T, Cfg, kVariants>(args, sm, c, consumer, ring);
-    ring += c.n_tiles;
-  }
-}
-
-// One consumer warpgroup over the block's work tiles: for each, 64 query rows through every key
-// tile, then the output. Work tiles meet in one step (kMergeTiles): the last P V of tile k is
-// issued together with the first S = Q K^T of tile k + 1, the softmax of that S runs while the
-// P V does, and tile k's output is stored after it; alone, a work tile's first S and softmax
-// and its last P V and output each left the tensor cores idle (a 1k-key tile spent about 3 us
-// of its 17 at the edges, docs/performance.md v9). d256 (kStagedEpilogue), whose output passes
-// through Q's shared memory, finishes each work tile before the next one's Q may arrive.
-template <typename T, class Cfg, bool kVariants>
-__device__ __forceinline__ void consume_merged(const KernelArgs& args, const Smem<Cfg>& sm,
-                                               const Work& work, int consumer) {
-  constexpr int kBlockN = Cfg::kBlockN, kNTiles = Cfg::kNTiles, kDTiles = Cfg::kDTiles;
-  static_assert(Cfg::kMergeTiles && !Cfg::kStagedEpilogue, "consume_each for this config");
-  const int wg_row = consumer * Cfg::kConsumerRows;  // within the block
-
-  float row_max[1][2], row_sum[1][2], alpha[1][2];
-  // The accumulators in wgmma's register order, viewed as the fragment_ops layout: register
-  // 4 nt + e of a thread is [0][nt][e] (wgmma_layout.h acc_row / acc_col; checked on the CPU in
-  // tests/cuda/sm90_layout_test.cc).
-  // O is kPvSplits accumulators of kPvN columns (d256: two of 128; one m64n256 accumulator
-  // made ptxas serialize the wgmmas and spill ~1 KB, C7512); in memory order they are the
-  // columns left to right, so the Fragment view covers them all.
-  constexpr int kPvN = Cfg::kPvN;
-  Fragment<1, kDTiles> o_frag;
-  float(&o)[Cfg::kPvSplits][kPvN / 2] =
-      reinterpret_cast<float(&)[Cfg::kPvSplits][kPvN / 2]>(o_frag);
-  auto zero_o = [&] {
-#pragma unroll
-    for (int h = 0; h < Cfg::kPvSplits; ++h) {
-#pragma unroll
-      for (int i = 0; i < kPvN / 2; ++i) o[h][i] = 0.0f;
-    }
-  };
-  std::uint32_t p[Cfg::kNSteps][4];  // P of the latest key tile, as P V's A fragments
-
-  // The consumer thread index, read afresh where it is used (special_regs.cuh): held across
-  // the work-tile loop, the lane's row was the one value the variant kernel spilled.
-  auto thread = [] { return ptx::thread_index_x() - Cfg::kWarpgroup; };
-  auto lane = [] { return ptx::thread_index_x() % 32; };
-  auto release_q = [&](int qb) {
-    if (lane() == 0) ptx::mbarrier_arrive(sm.q_empty(qb));
-  };
-  // A warp is done with a stage's K or V once its wgmma_wait has returned.
-  auto release = [&](std::uint32_t bar_smem) {
-    if (lane() == 0) ptx::mbarrier_arrive(bar_smem);
-  };
-  auto fence_p_o = [&] {
-#pragma unroll
-    for (int ks = 0; ks < Cfg::kNSteps; ++ks) ptx::fence_operands(p[ks]);
-#pragma unroll
-    for (int h = 0; h < Cfg::kPvSplits; ++h) ptx::fence_operands(o[h]);
-  };
-  // P in 16 bits as P V's A fragments.
-  auto pack_p = [&](const float(&s_acc)[kBlockN / 2]) {
-#pragma unroll
-    for (int ks = 0; ks < Cfg::kNSteps; ++ks) {
-#pragma unroll
-      for (int r = 0; r < 4; ++r) {
-        p[ks][r] = ptx::pack2<T>(s_acc[ptx::acc_index_of_a(ks, r, 0)],
-                                 s_acc[ptx::acc_index_of_a(ks, r, 1)]);
-      }
-    }
-  };
-  // The varlen tail tile's V rows past seqlen_k are zeroed before P V reads them (file comment).
-  auto prepare_v = [&](const BlockCoords& c, int stage, int n0) {
-    if constexpr (kVariants) {
-      if (args.varlen() && n0 + kBlockN > c.seqlen_k) {
-        zero_v_tail<Cfg>(sm.v(stage), c.seqlen_k - n0, thread());
-      }
-    }
-  };
-
-  // Ping-pong (Cfg::kPingPong, on work tiles of at least Cfg::kPingPongMinTiles key tiles):
-  // the two consumers take turns issuing their wgmmas, so the softmax of one runs while the
-  // tensor cores work for the other (FlashAttention-3's warp scheduler barriers). A turn starts
-  // when the other consumer has ended its own. A work tile's turns are one sequence: consumer 1
-  // opens it (letting consumer 0 take the first turn) and skips the hand-back after its last
-  // turn, which nobody awaits, so each sequence's handshakes are complete in themselves and
-  // both consumers (which see the same tile counts) may choose per work tile. A merged step's
-  // turn is the last of the earlier tile's sequence; the later tile's sequence opens after it.
-  constexpr int kBoth = Cfg::kConsumers * Cfg::kWarpgroup;
-  auto uses_pingpong = [](int tiles) {
-    return Cfg::kPingPong && tiles >= Cfg::kPingPongMinTiles;
-  };
-  auto open_turns = [&](bool pp) {
-    if constexpr (Cfg::kPingPong) {
-      if (pp && consumer == 1) ptx::named_barrier_arrive(kTurnBarrier, kBoth);
-    }
-  };
-  auto turn_begin = [&](bool pp) {
-    if constexpr (Cfg::kPingPong) {
-      if (pp) ptx::named_barrier_sync(kTurnBarrier + consumer, kBoth);
-    }
-  };
-  auto turn_end = [&](bool pp, bool last) {
-    if constexpr (Cfg::kPingPong) {
-      if (pp && !(last && consumer == 1)) {
-        ptx::named_barrier_arrive(kTurnBarrier + 1 - consumer, kBoth);
-      }
-    }
-  };
-
-  // The mask rule and score transforms of work tile c. 32-bit rule and rows (MaskRule32): the
-  // variant kernel's consumers, at 240 registers, spilled with the 64-bit ones once the
-  // persistent tile loop's state joined them. The dense rule is made here rather than taken
-  // from Work: its left edge is then the constant -1, and ptxas drops the left-edge arithmetic
-  // from every mask (68 SASS instructions a kernel at d128).
-  auto tile_rule = [&](const BlockCoords& c) {
-    return kVariants ? MaskRule32::make(c.seqlen_q, c.seqlen_k, args.window_left,
-                                        args.window_right, false)
-                     : MaskRule32::make(args.seqlen_q, args.seqlen_k, -1, args.window_right,
-                                        false);
-  };
-  auto tile_mod = [&](const BlockCoords& c) {
-    ScoreMod mod;
-    if constexpr (kVariants) mod = ScoreMod::make(args, c.b, c.h);
-    return mod;
-  };
-  // Score transforms, mask and online softmax of work tile c's scores of the key tile from key
-  // n0, in place, into the row statistics (mx, sum). True when a row's max moved (O then needs
-  // alpha).
-  auto softmax = [&](const BlockCoords& c, const MaskRule32& rule, const ScoreMod& mod,
-                     Fragment<1, kNTiles>& s_frag, int n0, float(&mx)[1][2],
-                     float(&sum)[1][2]) {
-    const int t = thread() % Cfg::kWarpgroup;
-    const int tq = t % 4, g = (t % 32) / 4;
-    const int lane_row = c.m0 + wg_row + 16 * (t / 32) + g;  // within the sequence
-    const int diag = c.seqlen_k - c.seqlen_q;
-    if constexpr (kVariants) {
-      if (args.softcap > 0.0f || args.alibi_slopes != nullptr) {
-        score_mod_fragment<1, kNTiles>(s_frag, mod, lane_row, diag, n0, tq, g);
-      }
-    }
-    if (rule.tile_needs_mask(c.m0 + wg_row, Cfg::kConsumerRows, n0, kBlockN)) {
-      mask_fragment<1, kNTiles>(s_frag, rule, lane_row, n0, tq);
-    }
-    if constexpr (kVariants) {
-      // ALiBi's row part; zeros without ALiBi (two FADDs per row in softmax_update: a second
-      // copy of the softmax without them spilled 12 bytes at d128).
-      float row_bias[1][2] = {{0.0f, 0.0f}};
-      if (args.alibi_slopes != nullptr) {
-        alibi_row_bias<1, kNTiles>(row_bias, mod, lane_row, diag, n0, tq, g);
-      }
-      return softmax_update<1, kNTiles>(s_frag, mx, sum, alpha, args.scale_log2, row_bias);
-    } else {
-      return softmax_update<1, kNTiles>(s_frag, mx, sum, alpha, args.scale_log2);
-    }
-  };
-
-  // The output of work tile e from O and its row statistics: finalize_row per row (sink, empty
-  // rows: O = 0, LSE = -inf), O / l in T to out, the LSE to lse. kEmpty: a work tile whose rows
-  // see no key, stored as zeros without reading O.
-  auto store_output = [&](const BlockCoords& e, const float(&e_max)[1][2],
-                          const float(&e_sum)[1][2], auto empty_tag) {
-    constexpr bool kEmpty = decltype(empty_tag)::value;
-    const int t = thread() % Cfg::kWarpgroup;
-    const int warp = t / 32, g = (t % 32) / 4, tq = t % 4;
-    const float sink = kVariants ? sink_raw(args, e.h) : -INFINITY;
-    const std::int64_t seqlen_q = kVariants ? e.seqlen_q : args.seqlen_q;
-    float* lse_gmem = args.lse == nullptr
-                          ? nullptr
-                          : args.lse + e.b * args.lse_stride[0] + e.h * args.lse_stride[1] +
-                                e.q_row0 * args.lse_stride[2];
-    T* o_gmem = static_cast<T*>(args.o) + e.b * args.o_stride[0] +
-                e.q_row0 * args.o_stride[1] + e.h * args.o_stride[2];
-    // Straight from the accumulator to global memory (a quad's 4 lanes write 16 contiguous
-    // bytes per row and 8 columns).
-#pragma unroll
-    for (int hh = 0; hh < 2; ++hh) {
-      const RowResult r = finalize_row(e_max[0][hh], reduce_sum_lanes<4>(e_sum[0][hh]), sink,
-                                       args.scale_log2);
-      const std::int64_t row_seq = e.m0 + wg_row + 16 * warp + g + 8 * hh;
-      if (row_seq >= seqlen_q) continue;
-      T* row_gmem = o_gmem + row_seq * args.o_stride[1] + 2 * tq;
-#pragma unroll
-      for (int dt = 0; dt < kDTiles; ++dt) {
-        if (8 * dt >= Cfg::kHeadDim) continue;  // d96: the zero columns
-        *reinterpret_cast<std::uint32_t*>(row_gmem + 8 * dt) =
-            kEmpty ? 0u
-                   : ptx::pack2<T>(o_frag[0][dt][2 * hh] * r.inv,
-                                   o_frag[0][dt][2 * hh + 1] * r.inv);
-      }
-      if (lse_gmem != nullptr && tq == 0) lse_gmem[row_seq * args.lse_stride[2]] = r.lse;
-    }
-  };
-  using Full = std::false_type;
-  using Empty = std::true_type;
-  using Alone = std::false_type;
-  using Merged = std::true_type;
-
-  // The next work tile with key tiles into c; false when the block has none left. Rounds
-  // without key tiles are done on the way: a varlen tile past its sequence's rows (the producer
-  // loads nothing) and a tile whose rows see no key (O = 0, LSE = -inf or the sink's). Every
-  // round waits for its q_full (a skipped wait would let the next round's wait pass on this
-  // round's phase); the round past the last tile (the producer's final arrival) needs none.
-  int k = 0;  // Q rounds
-  auto next_tile = [&](BlockCoords& c, int& qb) {
-    for (;;) {
-      // The static deal: the tile is known before Q arrives, so its coordinates are computed
-      // while Q loads (v5's order; v7 read every tile from tile_slot after the wait, and its
-      // dense 512-1k cells ran 2.5-4% slower).
-      const bool counted = work.tile_counter != nullptr;
-      const QRound<Cfg> q = QRound<Cfg>::at(k);
-      qb = q.buf;
-      unsigned next =
-          counted ? 0u : TileScheduler::dealt(k, ptx::block_index_x(), ptx::grid_dim_x());
-      if (counted) {
-        wait_or_trap(sm.q_full(q.buf), q.parity);
-        // Lane 0 of each warp reads tile_slot, and it is the lane that arrives on q_empty
-        // later: an arrive releases only the arriving thread's accesses, so another lane's
-        // read would race with the producer's next write (the PTX memory model; racecheck
-        // reports it).
-        if (lane() == 0) next = ptx::ld_shared_u32(sm.tile_slot(q.buf));
-        next = __shfl_sync(0xffffffffu, next, 0);
-      }
-      if (next >= static_cast<unsigned>(work.tiles)) return false;
-      c = block_coords<Cfg, kVariants>(args, work, static_cast<int>(next));
-      if (!counted) wait_or_trap(sm.q_full(q.buf), q.parity);
-      ++k;
-      if (kVariants && c.m0 >= c.seqlen_q) {  // varlen: past the sequence's rows (produce)
-        release_q(q.buf);
-        continue;
-      }
-      if (c.n_tiles > 0) return true;
-      release_q(q.buf);
-      const float no_max[1][2] = {{-INFINITY, -INFINITY}}, no_sum[1][2] = {{0.0f, 0.0f}};
-      store_output(c, no_max, no_sum, Empty{});
-    }
-  };
-
-  // The first key tile of work tile c (ring position ring): S and its softmax into fresh row
-  // statistics, then P. Merged: the last P V of work tile e (its V at ring position ring - 1)
-  // runs with that S, and e's output is stored once it is done.
-  int ring = 0;
-  auto first_tile = [&](const BlockCoords& c, int qb, const BlockCoords& e, bool e_pp,
-                        auto merged_tag) {
-    constexpr bool kMerged = decltype(merged_tag)::value;
-    const std::uint64_t q_desc = ptx::sw128_k_major_desc(sm.q(qb) + wg_row * Cfg::kRowBytes);
-    const bool pp = uses_pingpong(c.n_tiles);
-    Fragment<1, kNTiles> s_frag;
-    float(&s_acc)[kBlockN / 2] = reinterpret_cast<float(&)[kBlockN / 2]>(s_frag);
-    const RingSlot<Cfg> first = RingSlot<Cfg>::at(ring);
-    const RingSlot<Cfg> last = RingSlot<Cfg>::at(ring - 1);  // e's (kMerged)
-    wait_or_trap(sm.k_full(first.stage), first.parity);
-    if constexpr (kMerged) {
-      wait_or_trap(sm.v_full(last.stage), last.parity);
-      prepare_v(e, last.stage, e.key_first + (e.n_tiles - 1) * kBlockN);
-      fence_p_o();
-    } else {
-      open_turns(pp);
-    }
-    ptx::fence_operands(s_acc);
-    turn_begin(kMerged ? e_pp : pp);
-    ptx::wgmma_fence();
-    issue_qk<T, Cfg>(s_acc, q_desc, sm.k(first.stage));
-    if constexpr (kMerged) {
-      issue_pv<T, Cfg>(o, p, sm.v(last.stage));
-      turn_end(e_pp, true);  // the last turn of e's sequence
-      open_turns(pp);
-      ptx::wgmma_wait<1>();
-    } else {
-      turn_end(pp, false);
-      ptx::wgmma_wait<0>();
-    }
-    ptx::fence_operands(s_acc);
-    release(sm.k_empty(first.stage));
-    if (c.n_tiles == 1) release_q(qb);
-    if constexpr (kMerged) {
-      // Fresh statistics beside e's, which its output still needs.
-      float first_max[1][2] = {{-INFINITY, -INFINITY}}, first_sum[1][2] = {{0.0f, 0.0f}};
-      softmax(c, tile_rule(c), tile_mod(c), s_frag, c.key_first, first_max, first_sum);
-      ptx::wgmma_wait<0>();
-      fence_p_o();
-      release(sm.v_empty(last.stage));
-      store_output(e, row_max, row_sum, Full{});
-#pragma unroll
-      for (int hh = 0; hh < 2; ++hh) {
-        row_max[0][hh] = first_max[0][hh];
-        row_sum[0][hh] = first_sum[0][hh];
-      }
-    } else {
-#pragma unroll
-      for (int hh = 0; hh < 2; ++hh) {
-        row_max[0][hh] = -INFINITY;
-        row_sum[0][hh] = 0.0f;
-      }
-      softmax(c, tile_rule(c), tile_mod(c), s_frag, c.key_first, row_max, row_sum);
-      ptx::wgmma_wait<0>();  // nothing in flight: ptxas sees the same settle point as merged
-    }
-    zero_o();  // nothing to rescale
-    pack_p(s_acc);
-  };
-
-  // Key tiles 1 .. n_tiles - 1 of work tile c: S_j with P_{j-1} V_{j-1}, the softmax of S_j
-  // while that product runs.
-  auto next_tiles = [&](const BlockCoords& c, int qb) {
-    const std::uint64_t q_desc = ptx::sw128_k_major_desc(sm.q(qb) + wg_row * Cfg::kRowBytes);
-    const bool pp = uses_pingpong(c.n_tiles);
-    const MaskRule32 rule = tile_rule(c);
-    const ScoreMod mod = tile_mod(c);
-    for (int it = 1; it < c.n_tiles; ++it) {
-      const RingSlot<Cfg> cur = RingSlot<Cfg>::at(ring + it);
-      const RingSlot<Cfg> before = RingSlot<Cfg>::at(ring + it - 1);
-      const int s = cur.stage, prev_stage = before.stage;
-      const int n0 = c.key_first + it * kBlockN;  // keys < 2^31
-
-      // Issue S_j = Q K_j^T, then O += P_{j-1} V_{j-1}: two groups, in this order.
-      Fragment<1, kNTiles> s_frag;
-      float(&s_acc)[kBlockN / 2] = reinterpret_cast<float(&)[kBlockN / 2]>(s_frag);
-      wait_or_trap(sm.k_full(s), cur.parity);
-      wait_or_trap(sm.v_full(prev_stage), before.parity);
-      prepare_v(c, prev_stage, n0 - kBlockN);
-      ptx::fence_operands(s_acc);
-      fence_p_o();
-      turn_begin(pp);
-      ptx::wgmma_fence();
-      issue_qk<T, Cfg>(s_acc, q_desc, sm.k(s));
-      issue_pv<T, Cfg>(o, p, sm.v(prev_stage));
-      turn_end(pp, false);
-
-      // The softmax of S_j while P_{j-1} V_{j-1} runs; S_j becomes P_j in P_{j-1}'s registers
-      // once that product is done (FlashAttention-3's order: one P live, not two).
-      ptx::wgmma_wait<1>();
-      ptx::fence_operands(s_acc);
-      release(sm.k_empty(s));
-      if (it == c.n_tiles - 1) release_q(qb);
-      const bool moved = softmax(c, rule, mod, s_frag, n0, row_max, row_sum);
-
-      ptx::wgmma_wait<0>();
-      fence_p_o();
-      release(sm.v_empty(prev_stage));
-      pack_p(s_acc);
-      rescale_fragment<1, kDTiles>(o_frag, alpha, moved);
-    }
-  };
-
-  // The last P V of work tile c alone, then its output.
-  auto last_tile = [&](const BlockCoords& c) {
-    const bool pp = uses_pingpong(c.n_tiles);
-    const RingSlot<Cfg> last = RingSlot<Cfg>::at(ring + c.n_tiles - 1);
-    wait_or_trap(sm.v_full(last.stage), last.parity);
-    prepare_v(c, last.stage, c.key_first + (c.n_tiles - 1) * kBlockN);
-    fence_p_o();
-    turn_begin(pp);
-    ptx::wgmma_fence();
-    issue_pv<T, Cfg>(o, p, sm.v(last.stage));
-    turn_end(pp, true);
-    ptx::wgmma_wait<0>();
-    fence_p_o();
-    release(sm.v_empty(last.stage));
-    store_output(c, row_max, row_sum, Full{});
-  };
-
-  BlockCoords c;
-  int qb;  // c's Q buffer
-  if (!next_tile(c, qb)) return;
-  first_tile(c, qb, c, false, Alone{});
-  for (;;) {
-    next_tiles(c, qb);
-    BlockCoords n;
-    if (!next_tile(n, qb)) {
-      last_tile(c);
-      return;
-    }
-    ring += c.n_tiles;
-    first_tile(n, qb, c, uses_pingpong(c.n_tiles), Merged{});  // with c's last P V and output
-    c = n;
-  }
-}
-
 }  // namespace sm90
 
 // kVariants: the general kernel (varlen, a window's left edge, softcap, ALiBi, sinks) or the
@@ -1168,11 +642,8 @@ flash_sm90_kernel(const __grid_constant__ KernelArgs args,
   // overlap, and no block pays its launch and pipeline fill again. The producer publishes each
   // round's tile in tile_slot.
   if (tid == 0) {
-#pragma unroll
-    for (int b = 0; b < Cfg::kQBuffers; ++b) {
-      ptx::mbarrier_init(sm.q_full(b), 1);
-      ptx::mbarrier_init(sm.q_empty(b), Cfg::kConsumers * Cfg::kWarpgroup / 32);
-    }
+    ptx::mbarrier_init(sm.q_full(), 1);
+    ptx::mbarrier_init(sm.q_empty(), Cfg::kConsumers * Cfg::kWarpgroup / 32);
 #pragma unroll
     for (int s = 0; s < Cfg::kStages; ++s) {
       ptx::mbarrier_init(sm.k_full(s), 1);
@@ -1190,21 +661,45 @@ flash_sm90_kernel(const __grid_constant__ KernelArgs args,
   // setmaxnreg either (that too capped the consumers near 180 registers, C7512).
   if (warpgroup != 0) {
     ptx::setmaxnreg_inc<Cfg::kConsumerRegs>();
-    if constexpr (Cfg::kMergeTiles) {
-      sm90::consume_merged<T, Cfg, kVariants>(args, sm, work, warpgroup - 1);
-    } else {
-      sm90::consume_each<T, Cfg, kVariants>(args, sm, work, warpgroup - 1);
+    int ring = 0;
+    // One loop counter (the tile is rederived from it): the variant kernel's consumers sit at
+    // their 240-register limit, and the second counter spilled.
+    for (int k = 0;; ++k) {
+      // Every round with a tile waits for its q_full, also without key tiles: a skipped wait
+      // would let the next round's wait pass on this round's phase. The round past the last
+      // tile (the producer's final arrival) needs no wait.
+      // The static deal: the tile is known before Q arrives, so its coordinates are computed
+      // while Q loads (v5's order; v7 read every tile from tile_slot after the wait, and its
+      // dense 512-1k cells ran 2.5-4% slower).
+      const bool counted = work.tile_counter != nullptr;
+      unsigned next =
+          counted ? 0u : TileScheduler::dealt(k, ptx::block_index_x(), ptx::grid_dim_x());
+      if (counted) {
+        sm90::wait_or_trap(sm.q_full(), k & 1);
+        // Lane 0 of each warp reads tile_slot, and it is the lane that arrives on q_empty
+        // later: an arrive releases only the arriving thread's accesses, so another lane's
+        // read would race with the producer's next write (the PTX memory model; racecheck
+        // reports it).
+        if (tid % 32 == 0) next = ptx::ld_shared_u32(sm.tile_slot());
+        next = __shfl_sync(0xffffffffu, next, 0);
+      }
+      if (next >= static_cast<unsigned>(work.tiles)) break;
+      const int tile = static_cast<int>(next);
+      const sm90::BlockCoords c = sm90::block_coords<Cfg, kVariants>(args, work, tile);
+      if (!counted) sm90::wait_or_trap(sm.q_full(), k & 1);
+      if (kVariants && c.m0 >= c.seqlen_q) {  // varlen: past the sequence's rows (produce)
+        if (tid % 32 == 0) ptx::mbarrier_arrive(sm.q_empty());
+        continue;
+      }
+      sm90::consume<T, Cfg, kVariants>(args, sm, c, warpgroup - 1, ring);
+      ring += c.n_tiles;
     }
     return;
   }
   ptx::setmaxnreg_dec<Cfg::kProducerRegs>();
   // Warps 1-3 exit at once (no named barrier counts them).
   if (tid / 32 == 0 && ptx::elect_one_sync()) {
-    if constexpr (Cfg::kQBuffers == 2) {
-      sm90::produce_ahead<Cfg, kVariants>(args, sm, &q_map, &k_map, &v_map, work);
-    } else {
-      sm90::produce<Cfg, kVariants>(args, sm, &q_map, &k_map, &v_map, work);
-    }
+    sm90::produce<Cfg, kVariants>(args, sm, &q_map, &k_map, &v_map, work);
   }
 #endif
 }
