@@ -80,30 +80,29 @@ fi
 
 if has sanitize; then
   start=$(date +%s)
+  # Small problems (about one work tile per block) through each variant, then several work
+  # tiles per block (the grid is at most one block per SM; 240 tiles): the persistent loop's Q
+  # rounds and ring hand-over under the static deal (dense) and the counter (causal; varlen with
+  # rows past a sequence's end and a window leaving rows without keys). At batch 9 x 32 heads,
+  # racecheck took 160 s on the first of those alone.
+  small="--batch 2 --heads 2 --kv-heads 1"
+  many="--batch 3 --heads 16 --kv-heads 4"
+  cases=("$small --head-dim 128 --dtype bf16 --seqlen-q 203 --seqlen-k 339 --causal"
+         "$small --head-dim 96 --dtype fp16 --seqlen-q 129 --seqlen-k 257 --varlen random"
+         "$small --head-dim 192 --dtype bf16 --seqlen-q 113 --seqlen-k 203 --window 64,8
+           --softcap 20"
+         "$many --head-dim 64 --dtype bf16 --seqlen-q 600 --seqlen-k 700"
+         "$many --head-dim 128 --dtype fp16 --seqlen-q 520 --seqlen-k 520 --causal"
+         "$many --head-dim 64 --dtype bf16 --seqlen-q 300 --seqlen-k 300 --varlen random
+           --window 0,-1 --sinks")
   for tool in memcheck racecheck synccheck; do
-    for args in "--head-dim 128 --dtype bf16 --seqlen-q 203 --seqlen-k 339 --causal" \
-                "--head-dim 96 --dtype fp16 --seqlen-q 129 --seqlen-k 257 --varlen random" \
-                "--head-dim 192 --dtype bf16 --seqlen-q 113 --seqlen-k 203 --window 64,8 --softcap 20"; do
+    for args in "${cases[@]}"; do
+      # shellcheck disable=SC2086
       timeout 300 compute-sanitizer --tool $tool --error-exitcode 9 "$cli" verify --device cuda \
-        --backend flash-sm90 --batch 2 --heads 2 --kv-heads 1 $args >> "$out/sanitizer.log" 2>&1
+        --backend flash-sm90 $args >> "$out/sanitizer.log" 2>&1
       rc=$?
-      echo "== $tool $args: rc=$rc" >> "$out/sanitizer.log"
-      [ $rc -eq 0 ] || note "sanitizer FAILED: $tool $args rc=$rc"
-    done
-  done
-  # Several work tiles per block (the grid is at most one block per SM; 240 tiles here): the
-  # persistent loop's Q rounds and ring hand-over under the static deal (dense) and the counter
-  # (causal; varlen with rows past a sequence's end and a window leaving rows without keys).
-  # At batch 9 x 32 heads, racecheck took 160 s on the first case alone.
-  for tool in memcheck racecheck synccheck; do
-    for args in "--head-dim 64 --dtype bf16 --seqlen-q 600 --seqlen-k 700" \
-                "--head-dim 128 --dtype fp16 --seqlen-q 520 --seqlen-k 520 --causal" \
-                "--head-dim 64 --dtype bf16 --seqlen-q 300 --seqlen-k 300 --varlen random --window 0,-1 --sinks"; do
-      timeout 300 compute-sanitizer --tool $tool --error-exitcode 9 "$cli" verify --device cuda \
-        --backend flash-sm90 --batch 3 --heads 16 --kv-heads 4 $args >> "$out/sanitizer.log" 2>&1
-      rc=$?
-      echo "== $tool $args (many tiles): rc=$rc" >> "$out/sanitizer.log"
-      [ $rc -eq 0 ] || note "sanitizer FAILED: $tool $args rc=$rc"
+      echo "== $tool $(echo $args): rc=$rc" >> "$out/sanitizer.log"
+      [ $rc -eq 0 ] || note "sanitizer FAILED: $tool $(echo $args) rc=$rc"
     done
   done
   note "sanitizer: $(grep -c 'rc=0$' "$out/sanitizer.log") of $(grep -c '^== ' "$out/sanitizer.log") clean in $(( $(date +%s) - start )) s"
