@@ -42,6 +42,9 @@ struct KvCase {
   std::int64_t window_left = -1, window_right = -1;
   float softcap = 0.0f;
   bool alibi = false, sinks = false;
+  // The caller's workspace, filled with NaN first: a split without keys leaves its partial row
+  // unwritten, and the merge must not read it into the result.
+  bool nan_workspace = false;
 };
 
 void PrintTo(const KvCase& c, std::ostream* os) { *os << c.name; }
@@ -204,6 +207,17 @@ GpuRun run_gpu(const KvCase& c, const KvData& d) {
   ForwardParams p;
   make_tensors(c, d, Device::cuda(0), c.dtype, to_storage(c, d, d.k_cache),
                to_storage(c, d, d.v_cache), c.cache_seqlens, /*with_new=*/true, &t, &p);
+  OwnedTensor workspace;
+  if (c.nan_workspace) {
+    std::size_t bytes = 0;
+    EXPECT_TRUE(workspace_bytes(p, "flash-decode", &bytes).ok());
+    EXPECT_GT(bytes, 0u) << c.name << ": splits need a workspace";
+    EXPECT_TRUE(OwnedTensor::create(DType::kFP32, Device::cuda(0),
+                                    {static_cast<std::int64_t>(bytes / 4)}, &workspace).ok());
+    EXPECT_TRUE(workspace.fill_nan().ok());
+    p.workspace = workspace.view().data;
+    p.workspace_size = bytes;
+  }
   const Status st = forward(p, "flash-decode");
   EXPECT_TRUE(st.ok()) << st.to_string();
   EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
@@ -314,6 +328,15 @@ std::vector<KvCase> cases() {
     c.dtype = DType::kFP16; c.head_dim = 40; c.heads = 10; c.kv_heads = 2; c.softcap = 20.0f; });
   add("bf16_d128_mqa32_long", [](KvCase& c) {
     c.heads = 32; c.kv_heads = 1; c.cache_seqlens = {3000, 8191}; c.capacity = 8192; });
+  // The merge's rounds of loads (decode_merge_kernel.cuh: 8 splits per thread and round; d256
+  // takes 32 splits a round, d40 200) and splits without keys over a NaN workspace: sequence 0
+  // has one key, so 99 of its 100 splits (255 of 256) see none.
+  add("bf16_d256_splits100_sinks_nan_workspace", [](KvCase& c) {
+    c.head_dim = 256; c.heads = 4; c.kv_heads = 2; c.cache_seqlens = {0, 2000, 4000};
+    c.capacity = 4096; c.num_splits = 100; c.sinks = true; c.nan_workspace = true; });
+  add("fp16_d40_splits256_nan_workspace", [](KvCase& c) {
+    c.dtype = DType::kFP16; c.head_dim = 40; c.heads = 10; c.kv_heads = 2; c.num_splits = 256;
+    c.nan_workspace = true; });
   add("fp32_d64_mqa_long_ragged", [](KvCase& c) {
     c.dtype = DType::kFP32; c.cache_seqlens.assign(8, 0);
     for (int b = 0; b < 8; ++b) c.cache_seqlens[b] = 1000 * b + 17;

@@ -2,10 +2,13 @@
 GPU machine: scripts/device_profile.sh). bf16, d128, one token appended per step. --timing
 instead prints the host time per call (issue only, over --steps calls without a sync) beside the
 GPU time per call (CUDA events over the same calls): a call whose host time is the larger is
-bound by the Python and C++ host path, not by the kernels.
+bound by the Python and C++ host path, not by the kernels. --timeline captures the step in a
+CUDA graph and replays it --steps times after an L2 flush each, under torch.profiler: each kernel's
+median duration and the median gaps between the step's kernels (what a launch costs inside a
+graph), beside the median span of the whole step.
 
     python3 tools/profile/decode_step.py [--batch 64] [--heads 32] [--kv-heads 8]
-        [--cache-len 8192] [--page 0] [--steps 5] [--timing]
+        [--cache-len 8192] [--page 0] [--steps 5] [--timing | --timeline]
 """
 import argparse
 
@@ -25,6 +28,8 @@ def main() -> None:
     p.add_argument("--num-splits", type=int, default=0)
     p.add_argument("--steps", type=int, default=5)
     p.add_argument("--timing", action="store_true", help="host vs GPU time per call")
+    p.add_argument("--timeline", action="store_true",
+                   help="kernel durations and the gaps between them, graph replays")
     p.add_argument("--cprofile", action="store_true",
                    help="the host path's functions by cumulative time over --steps calls")
     a = p.parse_args()
@@ -49,6 +54,10 @@ def main() -> None:
     if a.cprofile:
         print_cprofile(step, a.steps)
         return
+    if a.timeline:
+        print_timeline(step, a.steps, f"batch {a.batch} heads {a.heads}/{a.kv_heads} cache "
+                       f"{a.cache_len} page {a.page} splits {a.num_splits or 'auto'}")
+        return
     if not a.timing:
         for _ in range(a.steps):
             step()
@@ -57,6 +66,56 @@ def main() -> None:
     host_us, gpu_us = host_and_gpu_us(step, a.steps, warmup=3)
     print(f"batch {a.batch} heads {a.heads}/{a.kv_heads} cache {a.cache_len} page {a.page}: "
           f"host {host_us:.1f} us/call, GPU {gpu_us:.1f} us/call over {a.steps} calls")
+
+
+def print_timeline(step, steps: int, title: str) -> None:
+    import statistics
+
+    from torch.profiler import ProfilerActivity, profile
+
+    flush = torch.empty(256 << 20, dtype=torch.uint8, device="cuda")
+    step()  # the cache's first append, kernel images loaded
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        step()
+    for _ in range(3):
+        graph.replay()
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(steps):
+            flush.fill_(1)
+            graph.replay()
+        torch.cuda.synchronize()
+    # The events in time order; a step is the kernels after each flush.
+    events = sorted((e for e in prof.events() if e.device_type.name == "CUDA"),
+                    key=lambda e: e.time_range.start)
+    runs, cur = [], None
+    for e in events:
+        if "fill" in e.name.lower() or "memset" in e.name.lower():
+            cur = []
+            runs.append(cur)
+        elif cur is not None:
+            cur.append(e)
+    if not runs:
+        print(f"{title}: no flush found among {sorted({e.name[:60] for e in events})}")
+        return
+    durations, gaps, spans = {}, {}, []
+    for run in runs:
+        if not run:
+            continue
+        spans.append(run[-1].time_range.end - run[0].time_range.start)
+        for i, e in enumerate(run):
+            name = e.name.split("<")[0].split("(")[0]
+            durations.setdefault((i, name), []).append(e.time_range.end - e.time_range.start)
+            if i:
+                gaps.setdefault(i, []).append(e.time_range.start - run[i - 1].time_range.end)
+    print(f"{title}: {len(spans)} graph replays, median us")
+    for (i, name), ds in sorted(durations.items()):
+        gap = f", gap before it {statistics.median(gaps[i]):.1f}" if i in gaps else ""
+        print(f"  kernel {i} {name}: {statistics.median(ds):.1f}{gap}")
+    if spans:
+        print(f"  step span (first kernel start to last end): {statistics.median(spans):.1f}")
 
 
 if __name__ == "__main__":

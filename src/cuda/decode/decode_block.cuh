@@ -53,7 +53,7 @@ struct DecodeBlock {
 
 // A finished row, from its state relative to its running max: with one split, O / l in T to out
 // and the LSE (the sink joined) to lse; with more, the split's float32 partial O (normalized over
-// its keys) and LSE (no sink: decode_combine_kernel adds it once) to the workspace (decode.h,
+// its keys) and LSE (no sink: decode_merge_kernel adds it once) to the workspace (decode.h,
 // DecodeSplit). Row (b, i, h) of split s_idx: running max `row_max` (raw units), denominator `row_sum`, the
 // thread's four O columns [c, c + 4) in `acc` (unnormalized); `lse_writer` marks the one thread
 // of the row that writes its LSE. Columns at or past head_dim are not written.

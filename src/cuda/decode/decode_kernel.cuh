@@ -1,7 +1,7 @@
 // The KV-cache kernels of the "flash-decode" backend that are not the tensor-core attention
 // (decode_mma_kernel.cuh, which every bf16 / fp16 call runs): the append of new tokens into the
-// cache, split-KV attention over the cache on CUDA cores for float32 inputs, and the merge of the
-// splits.
+// cache and split-KV attention over the cache on CUDA cores for float32 inputs. The merge of the
+// splits is decode_merge_kernel.cuh.
 //
 // The float32 attention (v1 of the backend, any GPU, head dims up to 256): one block serves the
 // query rows that read the same K/V (GQA packing: the seqlen_q x (heads / kv_heads) rows of one
@@ -21,7 +21,7 @@
 //
 // One split (num_splits = 1): O / l and the LSE (sink included) go to out and lse. More: each
 // split writes its float32 partial O (normalized over its keys) and partial LSE (no sink) to the
-// workspace, and decode_combine_kernel merges them with the sink as one more part.
+// workspace, and decode_merge_kernel merges them with the sink as one more part.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -36,6 +36,7 @@
 #include "cuda/common/device_dtype.cuh"
 #include "cuda/decode/decode.h"
 #include "cuda/decode/decode_block.cuh"
+#include "cuda/primitives/grid_dependency.cuh"
 
 namespace flashattn::cuda {
 
@@ -96,6 +97,7 @@ __device__ __forceinline__ void decode_load_kv(const KernelArgs& args, const Dec
 template <typename T, int kD>
 __global__ void __launch_bounds__(DecodeTraits<kD>::kThreads, 2)
 decode_attention_kernel(KernelArgs args, DecodeSplit split) {
+  ptx::launch_dependents();  // the merge waits for this grid's results itself
   using Tr = DecodeTraits<kD>;
   constexpr int kRows = Tr::kRows, kBlockN = Tr::kBlockN, kStride = Tr::kStride;
   constexpr int kSStride = Tr::kSStride;
@@ -254,92 +256,6 @@ decode_attention_kernel(KernelArgs args, DecodeSplit split) {
     const std::int64_t i = row / group, h = hk * group + row % group;
     decode_finish_row<T>(args, split, blk.s_idx, b, i, h, 4 * cg, max_smem[r], sum_smem[r], o[k],
                          cg == 0);
-  }
-}
-
-// Merges the splits of the workspace into out / lse: one block of kCombineThreads per (b, i, h)
-// row. The threads first read the row's split LSEs in parallel (splits <= kMaxSplits = 256, two
-// per thread) and turn them into weights exp(l_s - lse) in shared memory, then each thread sums
-// its columns over the splits, loads of 4 splits in flight at a time. (v1 had one warp per row
-// and each lane walked the splits one dependent load after another: at batch 1 x 8 kv heads,
-// 32 warps for the whole GPU, ~100 us at 66 splits, three times the attention itself.)
-// The sink (if any) joins as one more part with O = 0. Float32, max-subtracted: a part with LSE
-// -inf (a split without keys) has weight 0 and is not read; all -inf gives O = 0 and LSE = -inf
-// (or the sink's logit).
-constexpr int kCombineThreads = 128;
-
-template <typename T>
-__global__ void __launch_bounds__(kCombineThreads)
-decode_combine_kernel(KernelArgs args, DecodeSplit split) {
-  static_assert(kMaxSplits <= 2 * kCombineThreads, "two splits per thread");
-  __shared__ float w_smem[kMaxSplits];
-  __shared__ float red_smem[kCombineThreads / 32];
-  const int tid = static_cast<int>(threadIdx.x), lane = tid % 32, warp = tid / 32;
-  const std::int64_t row = blockIdx.x;
-  const std::int64_t h = row % args.heads, i = (row / args.heads) % args.seqlen_q;
-  const std::int64_t b = row / args.heads / args.seqlen_q;
-  const int splits = static_cast<int>(split.splits);
-  // A block-wide reduction (op: max or sum) of one value per thread.
-  auto block_reduce = [&](float v, bool is_max) {
-    v = is_max ? reduce_max_lanes<32>(v) : reduce_sum_lanes<32>(v);
-    __syncthreads();  // red_smem's previous use is done
-    if (lane == 0) red_smem[warp] = v;
-    __syncthreads();
-    float r = red_smem[0];
-#pragma unroll
-    for (int w = 1; w < kCombineThreads / 32; ++w) r = is_max ? fmaxf(r, red_smem[w]) : r + red_smem[w];
-    return r;
-  };
-  float l[2];
-  float m = -INFINITY;
-#pragma unroll
-  for (int k = 0; k < 2; ++k) {
-    const int s = tid + k * kCombineThreads;
-    l[k] = s < splits ? split.lse_part[decode_part_row(args, s, b, i, h)] : -INFINITY;
-    m = fmaxf(m, l[k]);
-  }
-  const float sink = args.sinks != nullptr ? args.sinks[h] : -INFINITY;  // natural units
-  m = fmaxf(block_reduce(m, true), sink);
-  float lse = -INFINITY;
-  if (m != -INFINITY) {  // uniform: every thread has the same m
-    float part = 0.0f;
-#pragma unroll
-    for (int k = 0; k < 2; ++k) {
-      if (l[k] != -INFINITY) part += __expf(l[k] - m);
-    }
-    const float total = block_reduce(part, false) + (sink != -INFINITY ? __expf(sink - m) : 0.0f);
-    lse = m + __logf(total);
-  }
-#pragma unroll
-  for (int k = 0; k < 2; ++k) {
-    const int s = tid + k * kCombineThreads;
-    if (s < splits) w_smem[s] = l[k] == -INFINITY || lse == -INFINITY ? 0.0f : __expf(l[k] - lse);
-  }
-  __syncthreads();
-  T* dst = static_cast<T*>(args.o) + b * args.o_stride[0] + i * args.o_stride[1] +
-           h * args.o_stride[2];
-  // Split s's row lies split_rows rows after split s - 1's (decode_part_row).
-  const std::int64_t split_rows = args.batch * args.seqlen_q * args.heads;
-  const float* o_row = split.o_part + decode_part_row(args, 0, b, i, h) * args.head_dim;
-  for (std::int64_t c = tid; c < args.head_dim; c += kCombineThreads) {
-    float acc = 0.0f;
-    int s = 0;
-    for (; s + 4 <= splits; s += 4) {
-      float v[4];
-#pragma unroll
-      for (int u = 0; u < 4; ++u) {
-        v[u] = w_smem[s + u] != 0.0f ? o_row[(s + u) * split_rows * args.head_dim + c] : 0.0f;
-      }
-#pragma unroll
-      for (int u = 0; u < 4; ++u) acc = fmaf(w_smem[s + u], v[u], acc);
-    }
-    for (; s < splits; ++s) {
-      if (w_smem[s] != 0.0f) acc = fmaf(w_smem[s], o_row[s * split_rows * args.head_dim + c], acc);
-    }
-    dst[c] = from_float<T>(acc);
-  }
-  if (tid == 0 && args.lse != nullptr) {
-    args.lse[b * args.lse_stride[0] + h * args.lse_stride[1] + i * args.lse_stride[2]] = lse;
   }
 }
 

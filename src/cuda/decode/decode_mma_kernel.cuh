@@ -19,7 +19,7 @@
 // at the end the 4 warps' (max, sum, O) merge through shared memory like 4 splits.
 //
 // One split: O / l and the LSE (sink included) go to out and lse. More: each split writes its
-// float32 partial O (normalized) and LSE (no sink) to the workspace for decode_combine_kernel.
+// float32 partial O (normalized) and LSE (no sink) to the workspace for decode_merge_kernel.
 //
 // New tokens (up to kFusedAppendMax) are appended here rather than by a kernel of their own:
 // every block reads the keys from cache_seqlens[b] on from the new k / v, and block (split 0,
@@ -39,6 +39,7 @@
 #include "cuda/decode/decode.h"
 #include "cuda/decode/decode_block.cuh"
 #include "cuda/primitives/cp_async.cuh"
+#include "cuda/primitives/grid_dependency.cuh"
 #include "cuda/primitives/ldmatrix.cuh"
 #include "cuda/primitives/mma_sm80.cuh"
 #include "cuda/primitives/smem.cuh"
@@ -208,6 +209,9 @@ __device__ __forceinline__ void decode_issue_tile(const DecodeKvRows& kv, bool c
 template <typename T, int kD>
 __global__ void __launch_bounds__(DecodeMmaTraits<kD>::kThreads, 2)
 decode_mma_kernel(KernelArgs args, DecodeSplit split, DecodeNewTokens nt) {
+  // The merge (if launched as a programmatic dependent) may start as this grid's last blocks
+  // run; it waits for their results itself.
+  ptx::launch_dependents();
   using Tr = DecodeMmaTraits<kD>;
   constexpr int kRows = Tr::kRows, kBlockN = Tr::kBlockN, kStages = Tr::kStages;
   constexpr int kDSteps = Tr::kDSteps, kDTiles = Tr::kDTiles;
