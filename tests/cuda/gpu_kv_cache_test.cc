@@ -329,7 +329,7 @@ std::vector<KvCase> cases() {
   add("bf16_d128_mqa32_long", [](KvCase& c) {
     c.heads = 32; c.kv_heads = 1; c.cache_seqlens = {3000, 8191}; c.capacity = 8192; });
   // The merge's rounds of loads (decode_merge_kernel.cuh: 8 splits per thread and round; d256
-  // takes 32 splits a round, d40 200) and splits without keys over a NaN workspace: sequence 0
+  // takes 16 splits a round, d40 96) and splits without keys over a NaN workspace: sequence 0
   // has one key, so 99 of its 100 splits (255 of 256) see none.
   add("bf16_d256_splits100_sinks_nan_workspace", [](KvCase& c) {
     c.head_dim = 256; c.heads = 4; c.kv_heads = 2; c.cache_seqlens = {0, 2000, 4000};

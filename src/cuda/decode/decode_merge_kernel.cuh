@@ -4,9 +4,9 @@
 //
 // One block of kMergeThreads per (b, i, h) row, one memory round trip where it can: the threads
 // issue their first kMergeLoads float4 loads of partial O (thread t: column group t % (head_dim /
-// 4), splits t / (head_dim / 4) + k * slices) and their split's LSE before anything is reduced,
+// 4), splits t / (head_dim / 4) + k * slices) and their splits' LSEs before anything is reduced,
 // then turn the LSEs into weights exp(l_s - lse) in shared memory and sum. Splits past the first
-// round (more than kMergeLoads * slices: d128 64) load again. The slices' sums meet in shared
+// round (more than kMergeLoads * slices: d128 32) load again. The slices' sums meet in shared
 // memory. v3 read the LSEs first and then walked the splits 4 loads at a time: 5.4 us for 32
 // splits of 32 rows at batch 1 x 8k (torch.profiler, graph replay), 30% of the attention's 17.7.
 //
@@ -31,13 +31,18 @@
 
 namespace flashattn::cuda {
 
-constexpr int kMergeThreads = 256;  // one split LSE per thread: kMaxSplits = 256
-constexpr int kMergeLoads = 8;      // float4 loads of partial O in flight per thread (32 registers)
+// 128 threads of ~60 registers: one block fits on an SM beside two d128 attention blocks (2 x
+// 128 x 218 of its 64k registers), so on sm_90 a wave of merge blocks is resident before the
+// attention ends. (256 threads did not fit: at batch 8 x 8k the merge still ended 3.7 us after
+// the attention.)
+constexpr int kMergeThreads = 128;
+constexpr int kMergeLoads = 8;  // float4 loads of partial O in flight per thread (32 registers)
+constexpr int kMergeLses = kMaxSplits / kMergeThreads;  // split LSEs per thread
 
 template <typename T>
 __global__ void __launch_bounds__(kMergeThreads)
 decode_merge_kernel(KernelArgs args, DecodeSplit split) {
-  static_assert(kMaxSplits <= kMergeThreads, "one split LSE per thread");
+  static_assert(kMaxSplits == kMergeLses * kMergeThreads, "LSEs per thread");
   __shared__ float w_smem[kMaxSplits];
   __shared__ float red_smem[kMergeThreads / 32];
   __shared__ float4 acc_smem[kMergeThreads];
@@ -47,7 +52,7 @@ decode_merge_kernel(KernelArgs args, DecodeSplit split) {
   const std::int64_t b = row / args.heads / args.seqlen_q;
   const int splits = static_cast<int>(split.splits);
   // Column groups of 4 (head_dim is a multiple of 8) and the slices of splits over the threads:
-  // d128 32 groups x 8 slices; a thread of slice >= slices only reads an LSE.
+  // d128 32 groups x 4 slices; a thread of slice >= slices only reads LSEs.
   const int groups = args.head_dim / 4, slices = kMergeThreads / groups;
   const int cg = tid % groups, slice = tid / groups;
   const float sink = args.sinks != nullptr ? args.sinks[h] : -INFINITY;  // natural units
@@ -68,7 +73,14 @@ decode_merge_kernel(KernelArgs args, DecodeSplit split) {
   ptx::grid_dependency_wait();  // the attention's partials are complete and visible
   float4 v[kMergeLoads];
   load_round(0, v);
-  const float l = tid < splits ? split.lse_part[decode_part_row(args, tid, b, i, h)] : -INFINITY;
+  float l[kMergeLses];
+  float m = -INFINITY;
+#pragma unroll
+  for (int k = 0; k < kMergeLses; ++k) {
+    const int s = tid + k * kMergeThreads;
+    l[k] = s < splits ? split.lse_part[decode_part_row(args, s, b, i, h)] : -INFINITY;
+    m = fmaxf(m, l[k]);
+  }
 
   // A block-wide reduction (max or sum) of one value per thread.
   auto block_reduce = [&](float x, bool is_max) {
@@ -81,14 +93,20 @@ decode_merge_kernel(KernelArgs args, DecodeSplit split) {
     for (int w = 1; w < kMergeThreads / 32; ++w) r = is_max ? fmaxf(r, red_smem[w]) : r + red_smem[w];
     return r;
   };
-  const float m = fmaxf(block_reduce(l, true), sink);
+  m = fmaxf(block_reduce(m, true), sink);
   float lse = -INFINITY;
   if (m != -INFINITY) {  // uniform: every thread has the same m
-    const float part = l != -INFINITY ? __expf(l - m) : 0.0f;
+    float part = 0.0f;
+#pragma unroll
+    for (int k = 0; k < kMergeLses; ++k) part += l[k] != -INFINITY ? __expf(l[k] - m) : 0.0f;
     const float total = block_reduce(part, false) + (sink != -INFINITY ? __expf(sink - m) : 0.0f);
     lse = m + __logf(total);
   }
-  if (tid < splits) w_smem[tid] = l == -INFINITY || lse == -INFINITY ? 0.0f : __expf(l - lse);
+#pragma unroll
+  for (int k = 0; k < kMergeLses; ++k) {
+    const int s = tid + k * kMergeThreads;
+    if (s < splits) w_smem[s] = l[k] == -INFINITY || lse == -INFINITY ? 0.0f : __expf(l[k] - lse);
+  }
   __syncthreads();
 
   float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
