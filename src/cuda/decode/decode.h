@@ -37,9 +37,6 @@ struct DecodeSplit {
   std::int64_t splits = 1;
   float* o_part = nullptr;
   float* lse_part = nullptr;
-  // sm_90 and later: the merge is launched as a programmatic dependent of the attention
-  // (decode_merge_kernel.cuh), its blocks waiting on the GPU instead of launching after it.
-  bool merge_overlaps = false;
   DecodeBounds bounds;
 };
 

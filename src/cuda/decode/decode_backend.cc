@@ -15,18 +15,16 @@
 namespace flashattn {
 namespace {
 
-// The device's SM count and compute capability (cached per process: cuda::device_props), or
-// 1 SM and sm_80 when they cannot be read (the launch then reports the device's problem).
-cuda::DeviceProps props_of(Device device) {
+// The device's SM count (cached per process: cuda::device_props), or 1 when it cannot be read
+// (the launch then reports the device's problem).
+int sm_count_of(Device device) {
   cuda::DeviceProps props;
   if (!cuda::device_props(device.index, &props).ok()) {
     cudaGetLastError();  // not sticky
-    props.sm_count = 1;
-    props.major = 8;
+    return 1;
   }
-  return props;
+  return props.sm_count;
 }
-int sm_count_of(Device device) { return props_of(device).sm_count; }
 
 template <int kD>
 Status dispatch_dtype(const cuda::KernelArgs& a, const cuda::DecodeNewTokens& nt,
@@ -100,9 +98,7 @@ class DecodeBackend final : public Backend {
       }
     }
     cuda::DecodeSplit split;
-    const cuda::DeviceProps props = props_of(p.q.device);
-    split.splits = cuda::decode_splits(p, props.sm_count);
-    split.merge_overlaps = props.major >= 9;
+    split.splits = cuda::decode_splits(p, sm_count_of(p.q.device));
     split.bounds.capacity = p.seqlen_k();
     split.bounds.num_pages = p.paged_kv() ? p.k_cache.shape[0] : 0;
     cuda::decode_workspace_layout(p, p.workspace, &split);

@@ -36,7 +36,6 @@
 #include "cuda/common/device_dtype.cuh"
 #include "cuda/decode/decode.h"
 #include "cuda/decode/decode_block.cuh"
-#include "cuda/primitives/grid_dependency.cuh"
 
 namespace flashattn::cuda {
 
@@ -97,7 +96,6 @@ __device__ __forceinline__ void decode_load_kv(const KernelArgs& args, const Dec
 template <typename T, int kD>
 __global__ void __launch_bounds__(DecodeTraits<kD>::kThreads, 2)
 decode_attention_kernel(KernelArgs args, DecodeSplit split) {
-  ptx::launch_dependents();  // the merge waits for this grid's results itself
   using Tr = DecodeTraits<kD>;
   constexpr int kRows = Tr::kRows, kBlockN = Tr::kBlockN, kStride = Tr::kStride;
   constexpr int kSStride = Tr::kSStride;

@@ -1,6 +1,5 @@
 // launch_decode (decode.h): the append (a kernel of its own, or fused into the tensor-core
-// attention: kFusedAppendMax), the split-KV attention and the merge, in stream order (the merge
-// overlapping the attention's end on sm_90: DecodeSplit::merge_overlaps).
+// attention: kFusedAppendMax), the split-KV attention and the merge, in stream order.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -53,17 +52,7 @@ Status launch_decode(const KernelArgs& args, const DecodeNewTokens& new_tokens,
   const Status st = check_launch("decode_attention_kernel");
   if (!st.ok() || split.splits == 1) return st;  // one split wrote out / lse itself
   const std::int64_t rows = args.batch * args.seqlen_q * args.heads;  // < 2^31: supports()
-  cudaLaunchConfig_t config = {};
-  config.gridDim = dim3(static_cast<unsigned>(rows));
-  config.blockDim = dim3(kMergeThreads);
-  config.stream = stream;
-  cudaLaunchAttribute overlap[1];
-  overlap[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  overlap[0].val.programmaticStreamSerializationAllowed = 1;
-  config.attrs = overlap;
-  config.numAttrs = split.merge_overlaps ? 1 : 0;
-  FA_CUDA_RETURN_IF_ERROR(cudaLaunchKernelEx(&config, decode_merge_kernel<T>, args, split),
-                          "flash-decode: launching decode_merge_kernel");
+  decode_merge_kernel<T><<<static_cast<unsigned>(rows), kMergeThreads, 0, stream>>>(args, split);
   return check_launch("decode_merge_kernel");
 }
 

@@ -10,9 +10,10 @@
 // memory. v3 read the LSEs first and then walked the splits 4 loads at a time: 5.4 us for 32
 // splits of 32 rows at batch 1 x 8k (torch.profiler, graph replay), 30% of the attention's 17.7.
 //
-// Launched as a programmatic dependent of the attention kernel on sm_90 (decode_launch.cuh): the
-// blocks start while the attention's last blocks run and wait in grid_dependency_wait() for
-// its memory, so the launch gap is not paid after it.
+// Tried and measured (bench --decode, graph replays, 3 rounds): 256 threads in place of 128,
+// 27.9 against 27.0 us at batch 1 x 8k and 87.4 against 86.7 at batch 8 x 8k; the merge launched
+// as a programmatic dependent of the attention (griddepcontrol, sm_90), 27.5 against 26.4 us at
+// batch 1 x 8k and the same kernel span at batch 8 x 8k (79.5 us): neither is used.
 //
 // Float32, max-subtracted: a part with LSE -inf (a split without keys, whose O row may hold
 // anything) has weight 0 and is never added; all -inf gives O = 0 and LSE = -inf (or the sink's
@@ -27,14 +28,9 @@
 #include "cuda/attention/online_softmax.cuh"
 #include "cuda/common/device_dtype.cuh"
 #include "cuda/decode/decode.h"
-#include "cuda/primitives/grid_dependency.cuh"
 
 namespace flashattn::cuda {
 
-// 128 threads of ~60 registers: one block fits on an SM beside two d128 attention blocks (2 x
-// 128 x 218 of its 64k registers), so on sm_90 a wave of merge blocks is resident before the
-// attention ends. (256 threads did not fit: at batch 8 x 8k the merge still ended 3.7 us after
-// the attention.)
 constexpr int kMergeThreads = 128;
 constexpr int kMergeLoads = 8;  // float4 loads of partial O in flight per thread (32 registers)
 constexpr int kMergeLses = kMaxSplits / kMergeThreads;  // split LSEs per thread
@@ -70,7 +66,6 @@ decode_merge_kernel(KernelArgs args, DecodeSplit split) {
     }
   };
 
-  ptx::grid_dependency_wait();  // the attention's partials are complete and visible
   float4 v[kMergeLoads];
   load_round(0, v);
   float l[kMergeLses];

@@ -39,7 +39,6 @@
 #include "cuda/decode/decode.h"
 #include "cuda/decode/decode_block.cuh"
 #include "cuda/primitives/cp_async.cuh"
-#include "cuda/primitives/grid_dependency.cuh"
 #include "cuda/primitives/ldmatrix.cuh"
 #include "cuda/primitives/mma_sm80.cuh"
 #include "cuda/primitives/smem.cuh"
@@ -209,9 +208,6 @@ __device__ __forceinline__ void decode_issue_tile(const DecodeKvRows& kv, bool c
 template <typename T, int kD>
 __global__ void __launch_bounds__(DecodeMmaTraits<kD>::kThreads, 2)
 decode_mma_kernel(KernelArgs args, DecodeSplit split, DecodeNewTokens nt) {
-  // The merge (if launched as a programmatic dependent) may start as this grid's last blocks
-  // run; it waits for their results itself.
-  ptx::launch_dependents();
   using Tr = DecodeMmaTraits<kD>;
   constexpr int kRows = Tr::kRows, kBlockN = Tr::kBlockN, kStages = Tr::kStages;
   constexpr int kDSteps = Tr::kDSteps, kDTiles = Tr::kDTiles;
