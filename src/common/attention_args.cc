@@ -34,6 +34,7 @@ AttentionArgs make_attention_args(const ForwardParams& p) {
   a.window_left = p.window_left;
   a.window_right = p.causal ? 0 : p.window_right;
   a.softcap = p.softcap;
+  a.softcap_consts = make_softcap_consts(p.softcap, a.scale);
   a.alibi_slopes = static_cast<const float*>(p.alibi_slopes.data);
   a.alibi_batch_stride = p.alibi_slopes.defined() && p.alibi_slopes.rank == 2 ? a.heads : 0;
   a.sinks = static_cast<const float*>(p.sinks.data);

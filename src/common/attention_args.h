@@ -15,6 +15,7 @@
 
 #include "common/host_device.h"
 #include "common/mask_rule.h"
+#include "common/softcap.h"
 #include "flashattn/tensor.h"
 
 namespace flashattn {
@@ -40,6 +41,7 @@ struct AttentionArgs {
   // The variants (ForwardParams' fields; causal folded into window_right).
   std::int64_t window_left, window_right;  // -1: unbounded
   float softcap;                            // 0: off
+  SoftcapConsts softcap_consts;             // softcap's in raw units, for the kernels (common/softcap.h)
   const float* alibi_slopes;                // null: none; slope of (b, h) at b * alibi_batch_stride + h
   std::int64_t alibi_batch_stride;          // 0 for (heads) slopes, heads for (batch, heads)
   const float* sinks;                       // null: none; one logit per head

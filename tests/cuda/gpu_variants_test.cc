@@ -74,6 +74,16 @@ std::vector<VariantCase> large_cases() {
   add("softcap_50_largescores_causal_2049",
       with_softcap(dense(1, 4, 4, 2049, 2049, 64, DType::kFP16, true), 50.0f), false,
       InputKind::kLargeScores);
+  // Softcap with both of flash-sm80's and flash-sm90's forms in one launch (fragment_ops.cuh
+  // score_mod_fragment): a warp's tile takes the FMA-pipe polynomial when every score is within
+  // 3/4 of the cap and the exact form otherwise. With N(0.5, 1) inputs the scaled scores of a row
+  // spread about 1.1 around 2 to 3, and 0.04% (d128, softcap 9.5) and 0.03% (d64, softcap 8.5)
+  // of them pass 3/4 of the cap: modelled, 52% of d128's 16 x 128 warp tiles and 46% of d64's
+  // 16 x 192 take the exact form.
+  add("softcap_9p5_both_forms_2049",
+      with_softcap(dense(1, 4, 2, 2049, 2049, 128, DType::kBF16, false), 9.5f), false);
+  add("softcap_8p5_both_forms_causal_1500_fp16",
+      with_softcap(dense(2, 4, 2, 1500, 1500, 64, DType::kFP16, true), 8.5f), false);
   // ALiBi over many key tiles, where flash-sm80 and flash-sm90 take the one-FFMA form on tiles
   // wholly left or right of a warp's diagonals and the general form across them (fragment_ops.cuh
   // score_mod_fragment): 8 and 16 heads for slopes up to 2^-1 and 2^-0.5; more keys than queries

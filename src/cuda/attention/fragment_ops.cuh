@@ -16,6 +16,7 @@
 
 #include "common/alibi_tile.h"
 #include "common/mask_rule.h"
+#include "common/softcap.h"
 #include "cuda/attention/online_softmax.cuh"
 #include "cuda/attention/score_mod.cuh"
 #include "cuda/primitives/fast_math.cuh"
@@ -35,22 +36,54 @@ __device__ __forceinline__ float fragment_alibi_k(const ScoreMod& mod, Int row0,
 }
 
 // Softcap and ALiBi on one key tile starting at key n0 (g, t: the lane's row group and column
-// pair). ALiBi (common/alibi_tile.h): on a tile wholly on one side of the diagonal of every row
+// pair). Softcap: when every score of the warp's tile has |s| <= softcap.poly_limit (one FMNMX per
+// score and a vote), the FMA-pipe polynomial (common/softcap.h: 6 FP32 ops, no MUFU op);
+// otherwise the exact form (score_mod.cuh: two MUFU ops). The vote keeps the branch
+// warp-uniform; fmaxf drops a NaN score, which then takes the polynomial and stays NaN.
+// softcap is the kernel parameter's, so its coefficients stay FFMA constant operands. kPoly
+// false: the exact form on every tile (a kernel whose registers cannot take the branch). ALiBi (common/alibi_tile.h): on a tile wholly on one side of the diagonal of every row
 // of the warp (fragment_alibi_k), one FFMA per score adds the column part k c, and alibi_row_bias
 // gives each row's part -k d, which softmax_update adds to the whole row; across the diagonal
 // the general form s - slope |d - c|, one FADD and one FFMA per score, and no row part. d is
 // formed per row as one float, (row + diag - n0 - 2t); c = 8 nt + e is an immediate.
-template <int kMTiles, int kNTiles, typename Int>
+template <int kMTiles, int kNTiles, bool kPoly = true, typename Int>
 __device__ __forceinline__ void score_mod_fragment(Fragment<kMTiles, kNTiles>& s,
-                                                   const ScoreMod& mod, Int row0, Int diag,
+                                                   const ScoreMod& mod,
+                                                   const SoftcapConsts& softcap, Int row0, Int diag,
                                                    Int n0, int t, int g) {
-  if (mod.softcap()) {
+  if (softcap.cap != 0.0f) {
+    // max |s| of the lane's scores, in kChains independent FMNMX chains: in one chain, d128's
+    // 88 scores per lane (16 x 176 tile) are 88 dependent FMNMX, ~350 cycles at ~4 each.
+    constexpr int kChains = 4;
+    float peaks[kChains] = {};
+    if constexpr (kPoly) {
 #pragma unroll
-    for (int mt = 0; mt < kMTiles; ++mt) {
+      for (int mt = 0; mt < kMTiles; ++mt) {
 #pragma unroll
-      for (int nt = 0; nt < kNTiles; ++nt) {
+        for (int nt = 0; nt < kNTiles; ++nt) {
 #pragma unroll
-        for (int e = 0; e < 4; ++e) s[mt][nt][e] = mod.apply_softcap(s[mt][nt][e]);
+          for (int e = 0; e < 4; ++e) peaks[e] = fmaxf(peaks[e], fabsf(s[mt][nt][e]));
+        }
+      }
+    }
+    const float peak = fmaxf(fmaxf(peaks[0], peaks[1]), fmaxf(peaks[2], peaks[3]));
+    if (kPoly && __all_sync(0xffffffffu, peak <= softcap.poly_limit)) {
+#pragma unroll
+      for (int mt = 0; mt < kMTiles; ++mt) {
+#pragma unroll
+        for (int nt = 0; nt < kNTiles; ++nt) {
+#pragma unroll
+          for (int e = 0; e < 4; ++e) s[mt][nt][e] = softcap.apply_poly(s[mt][nt][e]);
+        }
+      }
+    } else {
+#pragma unroll
+      for (int mt = 0; mt < kMTiles; ++mt) {
+#pragma unroll
+        for (int nt = 0; nt < kNTiles; ++nt) {
+#pragma unroll
+          for (int e = 0; e < 4; ++e) s[mt][nt][e] = softcap_exact(softcap, s[mt][nt][e]);
+        }
       }
     }
   }

@@ -187,13 +187,13 @@ decode_attention_kernel(KernelArgs args, DecodeSplit split) {
       for (int u = 0; u < kPerLane; ++u) {
         const std::int64_t key = n0 + lane + 32 * u;
         float s = s_smem[r * kSStride + lane + 32 * u];
-        if (mod.softcap()) {
-          // float inputs: tanhf (2 ulp); ScoreMod's fast form is off by up to softcap * 2.4e-7,
-          // above the float32 tolerance but far below a bf16 / fp16 step (as in flash_kernel.cuh).
+        if (args.softcap > 0.0f) {
+          // float inputs: tanhf (2 ulp); softcap_exact is off by up to softcap * 2.4e-7, above
+          // the float32 tolerance but far below a bf16 / fp16 step (as in flash_kernel.cuh).
           if constexpr (std::is_same_v<T, float>) {
-            s = mod.cap * tanhf(s * (args.scale / args.softcap));
+            s = args.softcap_consts.cap * tanhf(s * (args.scale / args.softcap));
           } else {
-            s = mod.apply_softcap(s);
+            s = softcap_exact(args.softcap_consts, s);
           }
         }
         if (mod.alibi()) s = mod.apply_alibi(s, static_cast<float>(i + rule.diag() - key));

@@ -335,7 +335,7 @@ decode_mma_kernel(KernelArgs args, DecodeSplit split, DecodeNewTokens nt) {
 #pragma unroll
           for (int e = 0; e < 2; ++e) {
             float& x = s[0][nt][2 * hh + e];
-            if (mods[hh].softcap()) x = mods[hh].apply_softcap(x);
+            if (args.softcap > 0.0f) x = softcap_exact(args.softcap_consts, x);
             if (mods[hh].alibi()) {
               x = mods[hh].apply_alibi(x, dist0 - static_cast<float>(8 * nt + e));
             }

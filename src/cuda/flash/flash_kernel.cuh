@@ -72,7 +72,7 @@ struct FlashTraits {
   //         fits 2 blocks in shared memory, but then the compiler took 218 registers, and a
   //         launch-bounds cap of 128 spilled)
   // Those block counts (what shared memory allows: 227 KB per SM, 1 KB reserved per block, 256
-  // bytes for the 112-byte FlashBlock) are the __launch_bounds__ minimum, so registers never cut
+  // bytes for the 104-byte FlashBlock) are the __launch_bounds__ minimum, so registers never cut
   // occupancy below them: 4, 3, 2 and 1 at d64, d128 16-bit, d128 float and d256, register caps
   // of 128, 168, 255 and 255. Uncapped, the variants' code (sequence, mask rule, transforms)
   // took d64 16-bit to 132 and d128 16-bit to 174-176 registers on sm_90a (one resident block
@@ -116,8 +116,10 @@ struct FlashBlock {
   std::int64_t k_offset, v_offset;   // elements to this (sequence, kv head)'s first K / V row
   std::int64_t o_offset, lse_offset; // elements to this (sequence, head)'s first O / LSE row
   float sink;                     // the sink logit in raw units (-inf: none)
+  float softcap_cap;              // softcap / scale (float T: read here, not from the params,
+                                  // which spilled d64's 128 registers by 12 bytes)
   float softcap_in;               // scale / softcap: the tanhf argument per raw score (float T)
-  ScoreMod mod;                   // softcap / ALiBi constants of this (batch, head)
+  ScoreMod mod;                   // ALiBi's constant of this (batch, head)
 };
 
 template <typename T, int kHeadDimMax>
@@ -167,6 +169,7 @@ flash_forward_kernel(KernelArgs args) {
                        seq.q_row0 * args.lse_stride[2];
         f.sink = sink_raw(args, h);
         f.softcap_in = args.softcap > 0.0f ? args.scale / args.softcap : 0.0f;
+        f.softcap_cap = args.softcap_consts.cap;
         f.mod = ScoreMod::make(args, b, h);
         block_smem = f;
       }
@@ -222,23 +225,25 @@ flash_forward_kernel(KernelArgs args) {
       // and key n0 + tx + 8 j is one float per row, minus 8 j per key (exact below 2^24).
       if (args.softcap > 0.0f || args.alibi_slopes != nullptr) {
         const ScoreMod mod = blk.mod;
-        if (mod.softcap()) {
+        if (args.softcap > 0.0f) {
           if constexpr (std::is_same_v<T, float>) {
-            // float inputs: cap * tanhf(s * scale / softcap), tanhf within 2 ulp. ScoreMod's
-            // fast tanh is off by up to softcap * 2.4e-7 in a score (7e-6 at softcap 30): above
-            // the float32 tolerance (1e-6 of max|O|, verify/compare.h), while a bf16 or fp16
-            // step (2^-8, 2^-11) dwarfs it.
+            // float inputs: cap * tanhf(s * scale / softcap), tanhf within 2 ulp. softcap_exact
+            // is off by up to softcap * 2.4e-7 in a score (7e-6 at softcap 30): above the
+            // float32 tolerance (1e-6 of max|O|, verify/compare.h), while a bf16 or fp16 step
+            // (2^-8, 2^-11) dwarfs it.
             const float in = blk.softcap_in;
 #pragma unroll
             for (int i = 0; i < kRows; ++i) {
 #pragma unroll
-              for (int j = 0; j < kKeys; ++j) s[i][j] = mod.cap * tanhf(s[i][j] * in);
+              for (int j = 0; j < kKeys; ++j) s[i][j] = blk.softcap_cap * tanhf(s[i][j] * in);
             }
           } else {
 #pragma unroll
             for (int i = 0; i < kRows; ++i) {
 #pragma unroll
-              for (int j = 0; j < kKeys; ++j) s[i][j] = mod.apply_softcap(s[i][j]);
+              for (int j = 0; j < kKeys; ++j) {
+                s[i][j] = softcap_exact(args.softcap_consts, s[i][j]);
+              }
             }
           }
         }

@@ -31,6 +31,11 @@ struct Sm80Config {
   // lockstep twice per tile (+6% at d128 over waiting for K and V separately; 3 stages gained
   // nothing over 2 with 128x64 tiles: docs/performance.md, v2b and v3).
   static constexpr int kStages = 2;
+  // Softcap's FMA-pipe tanh on tiles whose scores allow it (fragment_ops.cuh score_mod_fragment).
+  // Not at d256: its branch spilled the variant kernel's 254 registers (8 bytes, sm_90a), and
+  // at d256 the exact form's three MUFU ops per score are ~0.8x the tensor time of a score
+  // (1024 FLOPs), where at d128 they are ~1.6x.
+  static constexpr bool kSoftcapPoly = kHeadDim <= 192;
 
   static constexpr int kThreads = kWarps * 32;
   static constexpr int kWarpM = kBlockM / kWarps;

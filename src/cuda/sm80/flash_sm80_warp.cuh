@@ -210,8 +210,8 @@ struct WarpAttention {
   __device__ __forceinline__ void score_mod(Scores& s, const KernelArgs& args, const ScoreMod& mod,
                                             const BlockCoords<T>& c, std::int64_t n0) const {
     if (args.softcap > 0.0f || args.alibi_slopes != nullptr) {
-      score_mod_fragment<kMTiles, kNTiles>(s, mod, c.m0 + row0 + g, c.seqlen_k - c.seqlen_q, n0,
-                                           t, g);
+      score_mod_fragment<kMTiles, kNTiles, Cfg::kSoftcapPoly>(
+          s, mod, args.softcap_consts, c.m0 + row0 + g, c.seqlen_k - c.seqlen_q, n0, t, g);
     }
   }
 
