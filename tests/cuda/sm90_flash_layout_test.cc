@@ -61,13 +61,20 @@ void check_config() {
   EXPECT_GE(Cfg::kHeadDimPad, Cfg::kHeadDim);
   EXPECT_EQ(Cfg::kHeadDimPad % 64, 0);
   EXPECT_EQ(Cfg::kConsumerRows, 64);  // one wgmma m64 per consumer warpgroup
-  // The second consumer's Q rows start on a swizzle atom (its descriptor has no base offset).
+  // Each later consumer's Q rows start on a swizzle atom (its descriptor has no base offset).
   EXPECT_EQ(Cfg::kConsumerRows * 128 % 1024, 0);
-  // Registers a consumer thread keeps across the key loop: S, P and O, under the 240 cap with
-  // room for addresses and the softmax.
-  EXPECT_LE(Cfg::kBlockN / 2 + Cfg::kBlockN / 4 + Cfg::kHeadDimPad / 2, 200);
-  // The budget split: producer + consumers = 65536 registers for 384 threads.
+  // Registers a consumer thread keeps across the key loop: S, P and O, under its setmaxnreg cap
+  // (240 with two consumers, 160 with three) with 32 to spare for addresses and the softmax.
+  EXPECT_LE(Cfg::kBlockN / 2 + Cfg::kBlockN / 4 + Cfg::kHeadDimPad / 2, Cfg::kConsumerRegs - 32);
+  // The budget split: producer + consumers within the 65536 registers of one block.
   EXPECT_LE(Cfg::kWarpgroup * (Cfg::kProducerRegs + Cfg::kConsumers * Cfg::kConsumerRegs), 65536);
+  // Every warpgroup's start share (65536 / threads, rounded down to 8) can reach its cap:
+  // setmaxnreg only moves registers between warpgroups of the block.
+  const int start = 65536 / Cfg::kThreads / 8 * 8;
+  EXPECT_LE(Cfg::kProducerRegs, start);
+  EXPECT_GE(Cfg::kConsumerRegs, start);
+  EXPECT_EQ(Cfg::kConsumerRegs % 8, 0);
+  EXPECT_EQ(Cfg::kBlockM, 64 * Cfg::kConsumers);
   // O staged over Q: every (row, column) of the output lands on its own 2 bytes of Q's tile.
   std::set<std::uint32_t> seen;
   for (int row = 0; row < Cfg::kBlockM; ++row) {
@@ -89,25 +96,40 @@ TEST(Sm90FlashLayout, ConfigsFit) {
   check_config<Sm90ShortConfigFor<128>::type>();
 }
 
-// The short-key shape wins where the wide tile's last tile is mostly empty, not at 4k and up.
+// Two consumers at N192 against N128: the short tile wins where N192's last tile is mostly
+// empty, not at 4k and up (the kTileCost fit).
 TEST(Sm90FlashLayout, ShortTilesForShortKeyRanges) {
+  const Sm90TileShape n192{128, 192, 100}, n128{128, 128, 100};
+  auto pays = [](long long sq, long long sk, Sm90TileShape a, Sm90TileShape b) {
+    return sm90_short_tiles_pay(sq, sk, -1, -1, a, b);
+  };
+  for (long long sk : {128, 512, 1024}) EXPECT_TRUE(pays(sk, sk, n192, n128)) << sk;
+  for (long long sk : {192, 384, 2048, 4096, 16384, 65536}) {
+    EXPECT_FALSE(pays(sk, sk, n192, n128)) << sk;
+  }
+  EXPECT_FALSE(pays(1024, 1024, n128, n128));  // one shape: nothing to pick
+  EXPECT_FALSE(pays(0, 1024, n192, n128));     // no rows or keys: nothing to weigh
+  EXPECT_FALSE(pays(1024, 0, n192, n128));
+}
+
+// d64: three consumers (M192) for dense problems from 384 and long causal ones, two (M128)
+// where M192's diagonal blocks and partial last block cost more than its rate gains (the
+// tuner's causal 1k), and for single-query decode steps.
+TEST(Sm90FlashLayout, ThreeConsumersAtD64) {
   using Long = Sm90ConfigFor<64>::type;
   using Short = Sm90ShortConfigFor<64>::type;
-  EXPECT_EQ(Long::kBlockN, 192);
-  EXPECT_EQ(Short::kBlockN, 128);
-  auto pays = [](long long sq, long long sk, long long left, long long right, int n_long,
-                 int n_short) {
-    return sm90_short_tiles_pay(sq, sk, left, right, n_long, n_short);
+  ASSERT_EQ(Long::kBlockM, 192);
+  ASSERT_EQ(Long::kConsumerRegs, 160);
+  ASSERT_EQ(Short::kBlockM, 128);
+  auto pays = [](long long sq, long long sk, long long left, long long right) {
+    return sm90_short_tiles_pay(sq, sk, left, right, sm90_tile_shape<Long>(),
+                                sm90_tile_shape<Short>());
   };
-  for (long long sk : {128, 512, 1024}) {
-    EXPECT_TRUE(pays(sk, sk, -1, -1, Long::kBlockN, Short::kBlockN)) << sk;
-  }
-  for (long long sk : {192, 384, 2048, 4096, 16384, 65536}) {
-    EXPECT_FALSE(pays(sk, sk, -1, -1, Long::kBlockN, Short::kBlockN)) << sk;
-  }
-  EXPECT_FALSE(pays(1024, 1024, -1, -1, 176, 176));  // one shape: nothing to pick
-  EXPECT_FALSE(pays(0, 1024, -1, -1, 176, 128));     // no rows or keys: nothing to weigh
-  EXPECT_FALSE(pays(1024, 0, -1, -1, 176, 128));
+  for (long long sk : {384, 1024, 4096, 16384, 65536}) EXPECT_FALSE(pays(sk, sk, -1, -1)) << sk;
+  for (long long sk : {4096, 16384}) EXPECT_FALSE(pays(sk, sk, -1, 0)) << sk;
+  EXPECT_TRUE(pays(1024, 1024, -1, 0));
+  EXPECT_TRUE(pays(128, 128, -1, -1));  // one block either way: M192 wastes 64 rows
+  EXPECT_TRUE(pays(1, 8192, -1, 0));
 }
 
 // d128: N128 for short causal problems and narrow windows (the tuner's causal 512 and 1k), N176
@@ -119,7 +141,8 @@ TEST(Sm90FlashLayout, ShortTilesForCausalAndWindowsAtD128) {
   ASSERT_EQ(Long::kBlockN, 176);
   ASSERT_EQ(Short::kBlockN, 128);
   auto pays = [](long long sq, long long sk, long long left, long long right) {
-    return sm90_short_tiles_pay(sq, sk, left, right, Long::kBlockN, Short::kBlockN);
+    return sm90_short_tiles_pay(sq, sk, left, right, sm90_tile_shape<Long>(),
+                                sm90_tile_shape<Short>());
   };
   EXPECT_TRUE(pays(512, 512, -1, 0));
   EXPECT_TRUE(pays(1024, 1024, -1, 0));

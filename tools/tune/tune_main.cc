@@ -4,7 +4,7 @@
 // inputs. Prints one row per candidate and cell; the choice goes into Sm80ConfigFor
 // (flash_sm80_config.h) or Sm90ConfigFor (flash_sm90_config.h).
 //
-//   tune_sm80 [seqlen ...]        default 1024 4096 16384
+//   [TUNE_HEAD_DIMS="64 128"] tune_sm80 [seqlen ...]   default 1024 4096 16384, every head dim
 //
 // Timing: candidates alternate within a cell (round-robin over repetitions), L2 flushed before
 // every run, CUDA events, median of 15. TFLOP/s in FlashAttention's convention (4 b h s^2 d,
@@ -137,8 +137,15 @@ int main(int argc, char** argv) {
   }
   if (seqlens.empty()) seqlens = {1024, 4096, 16384};
   const std::vector<std::vector<tune::Candidate>> groups = tune::candidate_groups();
+  // TUNE_HEAD_DIMS="64 128": only those groups (default every one).
+  const char* dims_env = std::getenv("TUNE_HEAD_DIMS");
+  const std::string dims = dims_env == nullptr ? "" : " " + std::string(dims_env) + " ";
   int seed = 1;
   for (const auto& g : groups) {
+    if (g.empty()) continue;
+    if (!dims.empty() && dims.find(" " + std::to_string(g[0].head_dim) + " ") == std::string::npos) {
+      continue;
+    }
     for (bool causal : {false, true}) {
       for (std::int64_t s : seqlens) tune::run_cell(g, s, causal, seed++);
     }

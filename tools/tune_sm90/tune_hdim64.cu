@@ -3,10 +3,14 @@
 namespace flashattn::tune {
 using cuda::Sm90Config;
 void add_hdim64(std::vector<Candidate>* out) {
-  //                                     d    N  stages ping-pong
-  out->push_back(make_candidate<Sm90Config<64, 128, 2, true>>());
-  out->push_back(make_candidate<Sm90Config<64, 128, 2, false>>());
-  out->push_back(make_candidate<Sm90Config<64, 192, 2, true>>());
-  out->push_back(make_candidate<Sm90Config<64, 192, 2, false>>());
+  using cuda::kPingPongFrom;
+  //                                     d    N  stages ping-pong from   consumers
+  out->push_back(make_candidate<Sm90Config<64, 192, 2, true, kPingPongFrom>>());
+  out->push_back(make_candidate<Sm90Config<64, 128, 2, true, kPingPongFrom>>());
+  out->push_back(make_candidate<Sm90Config<64, 128, 2, true, kPingPongFrom, 3>>());
+  out->push_back(make_candidate<Sm90Config<64, 128, 2, false, 0, 3>>());
+  out->push_back(make_candidate<Sm90Config<64, 128, 2, true, 0, 3>>());
+  out->push_back(make_candidate<Sm90Config<64, 112, 2, true, kPingPongFrom, 3>>());
+  out->push_back(make_candidate<Sm90Config<64, 96, 2, true, kPingPongFrom, 3>>());
 }
 }  // namespace flashattn::tune

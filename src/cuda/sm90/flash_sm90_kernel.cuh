@@ -10,9 +10,10 @@
 // overlaps the next one's Q and K/V loads. Version 7: causal, windowed and varlen tiles too,
 // handed out longest first to whichever block is free (a counter in the workspace: Work).
 //
-// Per work tile k (kBlockM = 128 query rows of one (batch, head), the TileScheduler's order):
+// Per work tile k (kBlockM = 128 or 192 query rows of one (batch, head), the TileScheduler's
+// order):
 //   producer (one lane of warp 0):
-//     wait q_empty (round k - 1); Q (kColBlocks boxes of {64, 128}) onto q_full (round k);
+//     wait q_empty (round k - 1); Q (kColBlocks boxes of {64, kBlockM}) onto q_full (round k);
 //     per key tile j, stage s = it % kStages (it counts over the block's work tiles; parity =
 //     the pass over the ring, inverted):
 //       wait k_empty[s]; K[j] onto k_full[s]; wait v_empty[s]; V[j] onto v_full[s]
@@ -28,8 +29,8 @@
 // K is released a tile before V because S_j is done long before P_j V_j is issued: with one
 // barrier per stage for both, the producer could not refill K until a tile later.
 // mbarriers: q_full (1 arrival + Q's bytes), k_full[s] and v_full[s] (1 arrival + the tile's
-// bytes), q_empty, k_empty[s] and v_empty[s] (one arrival per consumer warp, 8: a warp's
-// wgmma_wait covers all its lanes). Both consumers read every K and V tile (the block's key
+// bytes), q_empty, k_empty[s] and v_empty[s] (one arrival per consumer warp, 8 or 12: a warp's
+// wgmma_wait covers all its lanes). Every consumer reads every K and V tile (the block's key
 // range is one interval, MaskRule::key_tiles).
 //
 // Out-of-bounds rows. TMA zero-fills only outside the tensor map's extents: in a dense problem
@@ -78,12 +79,12 @@
 namespace flashattn::cuda {
 namespace sm90 {
 
-// Named barrier ids (0 is __syncthreads'). kVTailBarrier: both consumer warpgroups, after the
-// zeroing of a varlen tail tile's V rows; kTurnBarrier + c: consumer c's turn to issue its
-// products (ping-pong; both warpgroups).
+// Named barrier ids (0 is __syncthreads'; 16 in all). kVTailBarrier: every consumer warpgroup,
+// after the zeroing of a varlen tail tile's V rows; kTurnBarrier + c: consumer c's turn to
+// issue its products (ping-pong; consumer c and the one before it).
 constexpr int kVTailBarrier = 1;
-constexpr int kEpilogueBarrier = 2;  // + c: consumer warpgroup c (kStagedEpilogue)
-constexpr int kTurnBarrier = 4;
+constexpr int kEpilogueBarrier = 2;  // + c: consumer warpgroup c (kStagedEpilogue), c < 3
+constexpr int kTurnBarrier = 5;      // + c, c < 3
 
 // An mbarrier wait that traps after about a second (2^31 cycles) instead of hanging the GPU: a
 // phase that never completes (a wrong byte count or parity) then fails the launch with an error.
@@ -452,31 +453,35 @@ __device__ __forceinline__ void consume(const KernelArgs& args, const Smem<Cfg>&
   };
 
   // Ping-pong (Cfg::kPingPong, on work tiles of at least Cfg::kPingPongMinTiles key tiles):
-  // the two consumers take turns issuing their wgmmas, so the softmax of one runs while the
-  // tensor cores work for the other (FlashAttention-3's warp scheduler barriers). A turn starts
-  // when the other consumer has ended its own; consumer 1 lets consumer 0 start, and skips the
-  // hand-back after its last turn, which nobody awaits: each work tile's handshakes are
-  // complete in themselves, so both consumers (which see the same tile count) may choose per
-  // work tile.
-  constexpr int kBoth = Cfg::kConsumers * Cfg::kWarpgroup;
+  // the consumers take turns issuing their wgmmas, in a ring, so the softmax of one runs while
+  // the tensor cores work for the others (FlashAttention-3's warp scheduler barriers). A turn
+  // starts when the consumer before it in the ring has ended its own (each barrier counts the
+  // two warpgroups: the one waiting, the one arriving); the last consumer lets consumer 0
+  // start, and skips the hand-back after its last turn, which nobody awaits: each work tile's
+  // handshakes are complete in themselves, so the consumers (which see the same tile count)
+  // may choose per work tile. No consumer arrives twice on a barrier before its waiter has
+  // passed: its next turn waits for the whole ring, that waiter included.
+  constexpr int kPair = 2 * Cfg::kWarpgroup;
+  constexpr int kLastConsumer = Cfg::kConsumers - 1;
+  const int next_consumer = consumer == kLastConsumer ? 0 : consumer + 1;
   const int tiles = c.n_tiles;
   const bool pingpong = Cfg::kPingPong && tiles >= Cfg::kPingPongMinTiles;
   auto turn_begin = [&] {
     if constexpr (Cfg::kPingPong) {
-      if (pingpong) ptx::named_barrier_sync(kTurnBarrier + consumer, kBoth);
+      if (pingpong) ptx::named_barrier_sync(kTurnBarrier + consumer, kPair);
     }
   };
   auto turn_end = [&](bool last) {
     if constexpr (Cfg::kPingPong) {
-      if (pingpong && !(last && consumer == 1)) {
-        ptx::named_barrier_arrive(kTurnBarrier + 1 - consumer, kBoth);
+      if (pingpong && !(last && consumer == kLastConsumer)) {
+        ptx::named_barrier_arrive(kTurnBarrier + next_consumer, kPair);
       }
     }
   };
 
   if (tiles > 0) {
     if constexpr (Cfg::kPingPong) {
-      if (pingpong && consumer == 1) ptx::named_barrier_arrive(kTurnBarrier, kBoth);
+      if (pingpong && consumer == kLastConsumer) ptx::named_barrier_arrive(kTurnBarrier, kPair);
     }
     std::uint32_t p[Cfg::kNSteps][4];
     {  // The first tile: S, softmax, P (O is still 0: nothing to rescale).
@@ -826,7 +831,7 @@ Status launch_flash_sm90(const KernelArgs& args, const Sm90Extents& ext, unsigne
   if constexpr (!std::is_same_v<Long, Short>) {
     if ((kHeadDim == 128 && args.softcap > 0.0f) ||
         sm90_short_tiles_pay(args.seqlen_q, args.seqlen_k, args.window_left, args.window_right,
-                             Long::kBlockN, Short::kBlockN)) {
+                             sm90_tile_shape<Long>(), sm90_tile_shape<Short>())) {
       return launch_flash_sm90_config<T, Short>(args, ext, tile_counter, stream);
     }
   }
