@@ -261,4 +261,29 @@ __device__ __forceinline__ void rescale_fragment(Fragment<kMTiles, kDTiles>& o,
   }
 }
 
+// A 4 x 4 transpose of 32-bit words across the 4 lanes of a quad (t = lane % 4): on entry
+// v[j] of lane t is M[t][j], on return it is M[j][t]. For an output row, whose 4 column pairs
+// of n-tiles 4 q .. 4 q + 3 sit one per lane (packed to 16 bits: one word per n-tile), lane t
+// then holds n-tile 4 q + t whole, 16 contiguous bytes: one 16-byte store instead of four
+// 4-byte ones. Two butterfly stages (xor 2, then xor 1), each swapping the off-diagonal 2 x 2
+// blocks: 4 SHFL per transpose. Every lane of the warp must take part.
+__device__ __forceinline__ void quad_transpose(std::uint32_t (&v)[4], int t) {
+#pragma unroll
+  for (int m = 2; m > 0; m /= 2) {
+    const bool upper = (t & m) != 0;
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      if ((j & m) != 0) continue;
+      // Lanes without bit m send v[j ^ m] and receive into it; lanes with it, v[j].
+      const std::uint32_t send = upper ? v[j] : v[j ^ m];
+      const std::uint32_t recv = __shfl_xor_sync(0xffffffffu, send, m);
+      if (upper) {
+        v[j] = recv;
+      } else {
+        v[j ^ m] = recv;
+      }
+    }
+  }
+}
+
 }  // namespace flashattn::cuda

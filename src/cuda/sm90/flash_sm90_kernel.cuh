@@ -603,9 +603,14 @@ __device__ __forceinline__ void consume(const KernelArgs& args, const Smem<Cfg>&
     __syncwarp();  // every lane's read of the warp's rows is done
     release_q();
   } else {
-    // O / l straight from the accumulator to global memory (a quad's 4 lanes write 16
-    // contiguous bytes per row and 8 columns); Q's shared memory is already the producer's
-    // again (release_q), which loads the next work tile's Q while this one finishes.
+    // O / l straight from the accumulator to global memory, 16 bytes per lane and store: the
+    // quad's 4 lanes hold a row's 4 column pairs of each n-tile and exchange them
+    // (quad_transpose), so lane t stores n-tile 4 q + t of each 32-column group q. Four 4-byte
+    // stores per n-tile (8 rows x 16 bytes a warp instruction) made the epilogue 2200 clocks at
+    // d128 16k and 4000 at 512, with the tensor cores idle (clock64 trace of block 0; a work
+    // tile of 512 keys took 22200). Q's shared memory is already the producer's again
+    // (release_q), which loads the next work tile's Q while this one finishes.
+    static_assert(kDTiles % 4 == 0, "32-column groups");
     T* o_gmem = static_cast<T*>(args.o) + c.b * args.o_stride[0] + c.q_row0 * args.o_stride[1] +
                 c.h * args.o_stride[2];
 #pragma unroll
@@ -613,15 +618,25 @@ __device__ __forceinline__ void consume(const KernelArgs& args, const Smem<Cfg>&
       const RowResult r = finalize_row(row_max[0][hh], reduce_sum_lanes<4>(row_sum[0][hh]), sink,
                                        args.scale_log2);
       const std::int64_t row_seq = lane_row + 8 * hh;
-      if (row_seq >= seqlen_q) continue;
-      T* row_gmem = o_gmem + row_seq * args.o_stride[1] + 2 * tq;
+      const bool in_rows = row_seq < seqlen_q;  // the quad's 4 lanes agree
+      T* row_gmem = o_gmem + row_seq * args.o_stride[1] + 8 * tq;
 #pragma unroll
-      for (int dt = 0; dt < kDTiles; ++dt) {
-        if (8 * dt >= Cfg::kHeadDim) continue;  // d96: the zero columns
-        *reinterpret_cast<std::uint32_t*>(row_gmem + 8 * dt) =
-            ptx::pack2<T>(o_frag[0][dt][2 * hh] * r.inv, o_frag[0][dt][2 * hh + 1] * r.inv);
+      for (int q = 0; q < kDTiles / 4; ++q) {
+        if (32 * q >= Cfg::kHeadDim) continue;  // d96: the zero columns
+        std::uint32_t w[4];
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+          const int dt = 4 * q + j;
+          w[j] = ptx::pack2<T>(o_frag[0][dt][2 * hh] * r.inv, o_frag[0][dt][2 * hh + 1] * r.inv);
+        }
+        quad_transpose(w, tq);
+        if (in_rows) {
+          *reinterpret_cast<uint4*>(row_gmem + 32 * q) = make_uint4(w[0], w[1], w[2], w[3]);
+        }
       }
-      if (lse_gmem != nullptr && tq == 0) lse_gmem[row_seq * args.lse_stride[2]] = r.lse;
+      if (in_rows && lse_gmem != nullptr && tq == 0) {
+        lse_gmem[row_seq * args.lse_stride[2]] = r.lse;
+      }
     }
   }
 }
