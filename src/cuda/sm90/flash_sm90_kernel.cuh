@@ -23,9 +23,9 @@
 //       wait for S_j only, release K_j; softcap / ALiBi, mask, online softmax of S_j -> P_j
 //       while the tensor cores run P_{j-1} V_{j-1}; wait for it, release V_{j-1}; rescale O
 //     (after the last S_j: release Q, q_empty) O += P_j1 V_j1
-//   epilogue: finalize_row (sink, empty rows: O = 0, LSE = -inf); O stored from registers, LSE
-//     per row. d256 (Cfg::kStagedEpilogue) stages O in the warp's own Q rows of shared memory
-//     (128B-swizzled) for 16-byte stores and releases Q after that instead.
+//   epilogue: finalize_row (sink, empty rows: O = 0, LSE = -inf); O stored from registers in
+//     16-byte stores, LSE per row. The d256 variant kernel (Cfg::kStagedEpilogue) stages O in
+//     the warp's own Q rows of shared memory (128B-swizzled) and releases Q after that instead.
 // K is released a tile before V because S_j is done long before P_j V_j is issued: with one
 // barrier per stage for both, the producer could not refill K until a tile later.
 // mbarriers: q_full (1 arrival + Q's bytes), k_full[s] and v_full[s] (1 arrival + the tile's
@@ -387,8 +387,9 @@ __device__ __forceinline__ void consume(const KernelArgs& args, const Smem<Cfg>&
   const std::uint64_t q_desc = ptx::sw128_k_major_desc(sm.q() + wg_row * Cfg::kRowBytes);
   // The caller has waited for this round's Q (q_full). Q goes back once the last S is computed,
   // so the producer loads the next work tile's Q during this one's last P V and epilogue; with
-  // kStagedEpilogue, whose O passes through Q's shared memory, only after the epilogue.
-  constexpr bool kStaged = Cfg::kStagedEpilogue;
+  // kStagedEpilogue (the variant kernel), whose O passes through Q's shared memory, only after
+  // the epilogue.
+  constexpr bool kStaged = Cfg::kStagedEpilogue && kVariants;
   auto release_q = [&] {
     if (lane == 0) ptx::mbarrier_arrive(sm.q_empty());
   };
