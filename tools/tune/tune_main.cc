@@ -143,9 +143,8 @@ int main(int argc, char** argv) {
   int seed = 1;
   for (const auto& g : groups) {
     if (g.empty()) continue;
-    if (!dims.empty() && dims.find(" " + std::to_string(g[0].head_dim) + " ") == std::string::npos) {
-      continue;
-    }
+    const std::string dim = " " + std::to_string(g[0].head_dim) + " ";
+    if (!dims.empty() && dims.find(dim) == std::string::npos) continue;
     for (bool causal : {false, true}) {
       for (std::int64_t s : seqlens) tune::run_cell(g, s, causal, seed++);
     }

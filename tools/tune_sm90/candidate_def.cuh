@@ -16,7 +16,8 @@ Status launch_sm90(const ForwardParams& p, cudaStream_t stream) {
 
 template <class Cfg>
 Candidate make_candidate() {
-  std::string name = "M" + std::to_string(Cfg::kBlockM) + " N" + std::to_string(Cfg::kBlockN) + " S" + std::to_string(Cfg::kStages) +
+  std::string name = "M" + std::to_string(Cfg::kBlockM) + " N" + std::to_string(Cfg::kBlockN) +
+                     " S" + std::to_string(Cfg::kStages) +
                      (Cfg::kPingPong ? " pingpong" : "") +
                      (Cfg::kPingPong && Cfg::kPingPongMinTiles > 0
                           ? ">=" + std::to_string(Cfg::kPingPongMinTiles) + "tiles"

@@ -67,12 +67,12 @@ struct Sm90Config {
   // O += P V as kPvSplits products of kPvN columns: one m64n256 accumulator (d256) made ptxas
   // serialize the wgmmas and spill (C7512, ~1 KB), two of n128 do not.
   static constexpr int kPvSplits = kHeadDimPad > 192 ? 2 : 1;
-  // The variant kernel's epilogue stages O through Q's shared memory (and Q goes back to the
-  // producer only after it) where storing 128 accumulator floats straight to global memory
-  // spilled it: d256, 48-68 bytes with 4-byte stores (some inside the key loop), 20 with the
-  // 16-byte ones. The dense kernel stores straight from registers (no spill) and returns Q
-  // after the last S (flash-sm90 v12).
-  static constexpr bool kStagedEpilogue = kPvSplits > 1;
+  // Whether the variant kernel's epilogue stages O through Q's shared memory (and Q goes back
+  // to the producer only after it): where storing 128 accumulator floats straight to global
+  // memory spilled it, d256, 48-68 bytes with 4-byte stores (some inside the key loop), 20 with
+  // the 16-byte ones. The dense kernel always stores straight from registers (no spill) and
+  // returns Q after the last S (flash-sm90 v12).
+  static constexpr bool kVariantStagedEpilogue = kPvSplits > 1;
   static constexpr int kPvN = kHeadDimPad / kPvSplits;
 
   static constexpr int kRowBytes = 128;

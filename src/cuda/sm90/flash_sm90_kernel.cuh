@@ -24,8 +24,8 @@
 //       while the tensor cores run P_{j-1} V_{j-1}; wait for it, release V_{j-1}; rescale O
 //     (after the last S_j: release Q, q_empty) O += P_j1 V_j1
 //   epilogue: finalize_row (sink, empty rows: O = 0, LSE = -inf); O stored from registers in
-//     16-byte stores, LSE per row. The d256 variant kernel (Cfg::kStagedEpilogue) stages O in
-//     the warp's own Q rows of shared memory (128B-swizzled) and releases Q after that instead.
+//     16-byte stores, LSE per row. The d256 variant kernel (Cfg::kVariantStagedEpilogue) stages
+//     O in the warp's own Q rows of shared memory (128B-swizzled) and releases Q after that.
 // K is released a tile before V because S_j is done long before P_j V_j is issued: with one
 // barrier per stage for both, the producer could not refill K until a tile later.
 // mbarriers: q_full (1 arrival + Q's bytes), k_full[s] and v_full[s] (1 arrival + the tile's
@@ -83,7 +83,7 @@ namespace sm90 {
 // after the zeroing of a varlen tail tile's V rows; kTurnBarrier + c: consumer c's turn to
 // issue its products (ping-pong; consumer c and the one before it).
 constexpr int kVTailBarrier = 1;
-constexpr int kEpilogueBarrier = 2;  // + c: consumer warpgroup c (kStagedEpilogue), c < 3
+constexpr int kEpilogueBarrier = 2;  // + c: consumer warpgroup c (the staged epilogue), c < 3
 constexpr int kTurnBarrier = 5;      // + c, c < 3
 
 // An mbarrier wait that traps after about a second (2^31 cycles) instead of hanging the GPU: a
@@ -387,9 +387,9 @@ __device__ __forceinline__ void consume(const KernelArgs& args, const Smem<Cfg>&
   const std::uint64_t q_desc = ptx::sw128_k_major_desc(sm.q() + wg_row * Cfg::kRowBytes);
   // The caller has waited for this round's Q (q_full). Q goes back once the last S is computed,
   // so the producer loads the next work tile's Q during this one's last P V and epilogue; with
-  // kStagedEpilogue (the variant kernel), whose O passes through Q's shared memory, only after
-  // the epilogue.
-  constexpr bool kStaged = Cfg::kStagedEpilogue && kVariants;
+  // the staged epilogue (Cfg::kVariantStagedEpilogue), whose O passes through Q's shared
+  // memory, only after the epilogue.
+  constexpr bool kStaged = kVariants && Cfg::kVariantStagedEpilogue;
   auto release_q = [&] {
     if (lane == 0) ptx::mbarrier_arrive(sm.q_empty());
   };
