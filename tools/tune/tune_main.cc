@@ -15,6 +15,8 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <set>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -131,20 +133,37 @@ int main(int argc, char** argv) {
     }
     seqlens.push_back(s);
   }
+  const std::vector<std::vector<tune::Candidate>> groups = tune::candidate_groups();
+  // TUNE_HEAD_DIMS="64 128": only those groups (default every one); each must have candidates.
+  std::set<int> dims;
+  if (const char* env = std::getenv("TUNE_HEAD_DIMS")) {
+    std::string tuned;
+    for (const auto& g : groups) {
+      if (!g.empty()) tuned += (tuned.empty() ? "" : " ") + std::to_string(g[0].head_dim);
+    }
+    std::istringstream in(env);
+    std::string word;
+    while (in >> word) {
+      const bool known = std::any_of(groups.begin(), groups.end(), [&](const auto& g) {
+        return !g.empty() && std::to_string(g[0].head_dim) == word;
+      });
+      if (!known) {
+        std::fprintf(stderr, "%s: TUNE_HEAD_DIMS has \"%s\", expected head dims from {%s}\n",
+                     tune::kToolName, word.c_str(), tuned.c_str());
+        return 2;
+      }
+      dims.insert(std::stoi(word));
+    }
+  }
   if (cuda::device_count() == 0) {
     std::fprintf(stderr, "%s: %s\n", tune::kToolName, cuda::unavailable_reason().c_str());
     return 1;
   }
   if (seqlens.empty()) seqlens = {1024, 4096, 16384};
-  const std::vector<std::vector<tune::Candidate>> groups = tune::candidate_groups();
-  // TUNE_HEAD_DIMS="64 128": only those groups (default every one).
-  const char* dims_env = std::getenv("TUNE_HEAD_DIMS");
-  const std::string dims = dims_env == nullptr ? "" : " " + std::string(dims_env) + " ";
   int seed = 1;
   for (const auto& g : groups) {
     if (g.empty()) continue;
-    const std::string dim = " " + std::to_string(g[0].head_dim) + " ";
-    if (!dims.empty() && dims.find(dim) == std::string::npos) continue;
+    if (!dims.empty() && dims.count(g[0].head_dim) == 0) continue;
     for (bool causal : {false, true}) {
       for (std::int64_t s : seqlens) tune::run_cell(g, s, causal, seed++);
     }
