@@ -5,7 +5,8 @@
 #   bash scripts/device_sm90.sh [STAGES]
 # STAGES: comma-separated from build,smoke,test,alltest,tune,sanitize,decodecheck,decode,bench
 # (default build,smoke,test). test runs the ctest names matching TEST_FILTER (default the sm90
-# ones); tune runs tools/tune_sm90 (TUNE_SEQLENS, default 4096 16384); decode runs flash-decode's tests
+# ones); tune runs tools/tune_sm90 (TUNE_SEQLENS, default 4096 16384; TUNE_HEAD_DIMS="64" for
+# some head dims only); decode runs flash-decode's tests
 # under compute-sanitizer and the decode benchmark (scripts/device_python.sh install,decode with
 # DECODE_ARGS); decodecheck runs only the sanitizer part.
 # Logs go to $OUT (or ./device-out). Prepare the carried GoogleTest first: scripts/prepare_device.sh.
