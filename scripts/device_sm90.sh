@@ -20,7 +20,7 @@ summary="$out/summary.txt"
 note() { echo "$*" | tee -a "$summary"; }
 gtest_src=""
 [ -d .device/googletest ] && gtest_src="-DFLASHATTN_GTEST_SOURCE_DIR=$PWD/.device/googletest"
-cli=build-device/tools/flashattn/flashattn
+cli=${CLI:-build-device/tools/flashattn/flashattn}  # CLI=...: another build's (smoke)
 
 if has build; then
   start=$(date +%s)

@@ -29,10 +29,10 @@ template <int kHeadDim_, int kBlockN_, int kStages_, bool kPingPong_ = false,
 struct Sm90Config {
   static constexpr int kHeadDim = kHeadDim_;
   // The consumer warpgroups take turns issuing their products (flash_sm90_kernel.cuh) on work
-  // tiles of at least kPingPongMinTiles key tiles; shorter ones issue freely. The turns gain
-  // where many key tiles follow one another (d128 16k: +1.6%, v3) and cost where few do: each
-  // work tile opens and closes with a handshake of the two warpgroups (tools/tune_sm90 on the
-  // H200, N176 with against without: d128 512 -5%, 1k -2.5%; causal 512 -8%, 1k -5%).
+  // tiles of at least kPingPongMinTiles key tiles; shorter ones issue freely. While each work
+  // tile opened and closed its own ring of turns (v3-v12) they cost on short tiles (the tuner,
+  // N176 with against without: d128 512 -5%, 1k -2.5%; causal 512 -8%, 1k -5%); since the
+  // ring carries over between work tiles (v13) they pay on every tile (kPingPongFrom).
   static constexpr bool kPingPong = kPingPong_;
   static constexpr int kPingPongMinTiles = kPingPongMinTiles_;
   // Consumer warpgroups of 64 query rows each: two (kBlockM = 128), or three (kBlockM = 192,
@@ -112,9 +112,10 @@ struct Sm90Config {
 // dropping it gained 1k 6.4%: the softmax phase already hides under the other warpgroup's
 // products (docs/performance.md, flash-sm90 v8; the code is in git history, 850e3c0).
 //
-// Ping-pong from 16 key tiles of a work tile on (kPingPongFrom): the tuner measured it losing
-// at up to 8 tiles (d128 N176 512-1k, d64 N128), and the CLI A/B of 16 against never at 4k-16k
-// within 1% at d128 either way and 1-2% ahead at d64 causal.
+// Ping-pong on every work tile (kPingPongFrom = 1) since v13, whose turns carry over from tile
+// to tile: the CLI A/B against v12's from-16 (turns closed per tile) measured d64 512 / 1k
+// +4.3% / +3.7%, d128 +1.8% / +1.5%, window (1024, 0) at 512 +4-6.5%, 4k-16k within 1%
+// (docs/performance.md, flash-sm90 v13). Before, per-tile rings lost at up to 8 tiles.
 //
 // d64 runs three consumer warpgroups (M192 N128, FlashAttention-3's d64 shape): with two, each
 // scheduler held one consumer warp whose softmax phase the other warpgroup's products covered
@@ -125,7 +126,7 @@ struct Sm90Config {
 // ranges keep M128 N128 (Sm90ShortConfigFor): causal 1k 279.5 against 255.0.
 template <int kHeadDim>
 struct Sm90ConfigFor;
-constexpr int kPingPongFrom = 16;
+constexpr int kPingPongFrom = 1;
 //                                                  d    N  stages ping-pong from   smem
 template <> struct Sm90ConfigFor<64>  {
   using type = Sm90Config<64, 128, 2, true, kPingPongFrom, 3>;  // 89 KB, 3 consumers

@@ -9,6 +9,8 @@
 // TileScheduler::dealt; the ring position and the Q round carry over), so one tile's epilogue
 // overlaps the next one's Q and K/V loads. Version 7: causal, windowed and varlen tiles too,
 // handed out longest first to whichever block is free (a counter in the workspace: Work).
+// Version 13: the ping-pong turns carry over from one work tile to the next, so the consumers
+// stay a turn apart across tile boundaries instead of meeting at every tile's start.
 //
 // Per work tile k (kBlockM = 128 or 192 query rows of one (batch, head), the TileScheduler's
 // order):
@@ -101,7 +103,8 @@ __device__ __forceinline__ void wait_or_trap(std::uint32_t bar_smem, std::uint32
 // sequence's first rows in q/o/lse and in k/v, its lengths, and its key tiles: n_tiles tiles of
 // kBlockN keys from key_first, the first key any of its rows sees (MaskRule::key_tiles), so
 // tile t holds keys key_first + t kBlockN onwards (a window's left edge is the only case where
-// key_first > 0). A varlen block past its sequence's rows has m0 >= seqlen_q and does nothing.
+// key_first > 0). A varlen tile past its sequence's rows (m0 >= seqlen_q) is skipped by the
+// producer and never reaches the consumers.
 // In 32 bits (every count fits: validate() and the tensor maps' extents), which the consumers
 // hold through a whole work tile: as 64-bit values they spilled the variant kernel at 240.
 struct BlockCoords {
@@ -216,42 +219,40 @@ __device__ __forceinline__ void produce(const KernelArgs& args, const Smem<Cfg>&
   int it = 0;  // key tiles through the ring
   // The producer holds 24 registers (setmaxnreg): it keeps only the ints the TMA boxes take (the
   // extents fit: tensor_map.cc), and the rest of BlockCoords dies at once.
-  // Work tile k is Q round k (q_full / q_empty phase k); a varlen tile past its sequence's rows
-  // completes its round without a load (one parity for both roles and no count to carry: the
-  // consumers, at 240 registers, spilled holding one).
-  // Each round's tile is published in tile_slot before q_full's arrival; the round whose tile
-  // is past the last one ends the consumers' loop too.
-  int k = 0;
-  for (;; ++k) {
+  // Work tile k is Q round k (q_full / q_empty phase k). Each round's tile is published in
+  // tile_slot before q_full's arrival; the round whose tile is past the last one ends the
+  // consumers' loop too. A varlen tile past its sequence's rows is skipped here, before it
+  // becomes a round: the next tile is claimed at once (the counter hands out such tiles only in
+  // varlen problems; the static deal never meets one). v7-v12 made each a round of its own,
+  // a q_full / q_empty handshake with the consumers for nothing.
+  for (int k = 0;; ++k) {
     // Block index and grid size read afresh (special_regs.cuh): held across the loop, what
     // ptxas derived from them spilled the variant kernel's producer at 24 registers.
     unsigned next;
-    if (work.tile_counter == nullptr) {
-      next = TileScheduler::dealt(k, ptx::block_index_x(), ptx::grid_dim_x());
-    } else {
-      next = k == 0 ? ptx::block_index_x() : atomicAdd(work.tile_counter, 1u) + ptx::grid_dim_x();
-    }
+    int q_row = 0, h = 0, h_kv = 0, k_row0 = 0, n_tiles = 0, tma_batch = 0;
     const unsigned tiles = static_cast<unsigned>(work.tiles);
-    if (k > 0) wait_or_trap(sm.q_empty(), (k - 1) & 1);  // the consumers are done with tile_slot
-    ptx::st_shared_u32(sm.tile_slot(), next < tiles ? next : tiles);
-    if (next >= tiles) {
-      ptx::mbarrier_arrive(sm.q_full());
-      break;
-    }
-    const int tile = static_cast<int>(next);
-    int q_row, h, h_kv, k_row0, n_tiles, tma_batch;
-    {
-      const BlockCoords c = block_coords<Cfg, kVariants>(args, work, tile);
-      if (kVariants && c.m0 >= c.seqlen_q) {  // varlen: past the sequence's rows
-        ptx::mbarrier_arrive(sm.q_full());
-        continue;
+    for (bool first = k == 0;; first = false) {
+      if (work.tile_counter == nullptr) {
+        next = TileScheduler::dealt(k, ptx::block_index_x(), ptx::grid_dim_x());
+      } else {
+        next = first ? ptx::block_index_x() : atomicAdd(work.tile_counter, 1u) + ptx::grid_dim_x();
       }
+      if (next >= tiles) break;
+      const BlockCoords c = block_coords<Cfg, kVariants>(args, work, static_cast<int>(next));
+      if (kVariants && c.m0 >= c.seqlen_q) continue;  // varlen: past the sequence's rows
       q_row = c.q_row0 + c.m0;
       h = c.h;
       h_kv = c.h_kv;
       k_row0 = c.k_row0 + c.key_first;
       n_tiles = c.n_tiles;
       tma_batch = c.tma_batch;
+      break;
+    }
+    if (k > 0) wait_or_trap(sm.q_empty(), (k - 1) & 1);  // the consumers are done with tile_slot
+    ptx::st_shared_u32(sm.tile_slot(), next < tiles ? next : tiles);
+    if (next >= tiles) {
+      ptx::mbarrier_arrive(sm.q_full());
+      break;
     }
     ptx::mbarrier_arrive_expect_tx(sm.q_full(), Cfg::kQBytes);
 #pragma unroll
@@ -457,11 +458,15 @@ __device__ __forceinline__ void consume(const KernelArgs& args, const Smem<Cfg>&
   // the consumers take turns issuing their wgmmas, in a ring, so the softmax of one runs while
   // the tensor cores work for the others (FlashAttention-3's warp scheduler barriers). A turn
   // starts when the consumer before it in the ring has ended its own (each barrier counts the
-  // two warpgroups: the one waiting, the one arriving); the last consumer lets consumer 0
-  // start, and skips the hand-back after its last turn, which nobody awaits: each work tile's
-  // handshakes are complete in themselves, so the consumers (which see the same tile count)
-  // may choose per work tile. No consumer arrives twice on a barrier before its waiter has
-  // passed: its next turn waits for the whole ring, that waiter included.
+  // two warpgroups: the one waiting, the one arriving). The ring carries over from work tile to
+  // work tile (v13): the kernel hands consumer 0 the first turn before the first tile, the last
+  // consumer's last turn of a tile hands it on to consumer 0's first of the next, and consumer
+  // 0 takes the one left over at the end. So the consumers stay a turn apart across tile
+  // boundaries: one's epilogue and softmax of its first S run while the tensor cores work for
+  // the others (v3-v12 closed each tile's ring, and every tile began with the consumers in
+  // step). Every consumer sees the same tiles and key tiles, so all take the same turns. No
+  // consumer arrives twice on a barrier before its waiter has passed: its next turn waits for
+  // the whole ring, that waiter included.
   constexpr int kPair = 2 * Cfg::kWarpgroup;
   constexpr int kLastConsumer = Cfg::kConsumers - 1;
   const int next_consumer = consumer == kLastConsumer ? 0 : consumer + 1;
@@ -472,18 +477,13 @@ __device__ __forceinline__ void consume(const KernelArgs& args, const Smem<Cfg>&
       if (pingpong) ptx::named_barrier_sync(kTurnBarrier + consumer, kPair);
     }
   };
-  auto turn_end = [&](bool last) {
+  auto turn_end = [&] {
     if constexpr (Cfg::kPingPong) {
-      if (pingpong && !(last && consumer == kLastConsumer)) {
-        ptx::named_barrier_arrive(kTurnBarrier + next_consumer, kPair);
-      }
+      if (pingpong) ptx::named_barrier_arrive(kTurnBarrier + next_consumer, kPair);
     }
   };
 
   if (tiles > 0) {
-    if constexpr (Cfg::kPingPong) {
-      if (pingpong && consumer == kLastConsumer) ptx::named_barrier_arrive(kTurnBarrier, kPair);
-    }
     std::uint32_t p[Cfg::kNSteps][4];
     {  // The first tile: S, softmax, P (O is still 0: nothing to rescale).
       Fragment<1, kNTiles> s_frag;
@@ -494,7 +494,7 @@ __device__ __forceinline__ void consume(const KernelArgs& args, const Smem<Cfg>&
       turn_begin();
       ptx::wgmma_fence();
       issue_qk<T, Cfg>(s_acc, q_desc, sm.k(first.stage));
-      turn_end(false);
+      turn_end();
       ptx::wgmma_wait<0>();
       ptx::fence_operands(s_acc);
       release(sm.k_empty(first.stage));
@@ -521,7 +521,7 @@ __device__ __forceinline__ void consume(const KernelArgs& args, const Smem<Cfg>&
       ptx::wgmma_fence();
       issue_qk<T, Cfg>(s_acc, q_desc, sm.k(s));
       issue_pv<T, Cfg>(o, p, sm.v(prev));
-      turn_end(false);
+      turn_end();
 
       // The softmax of S_j while P_{j-1} V_{j-1} runs; S_j becomes P_j in P_{j-1}'s registers
       // once that product is done (FlashAttention-3's order: one P live, not two).
@@ -546,7 +546,7 @@ __device__ __forceinline__ void consume(const KernelArgs& args, const Smem<Cfg>&
     turn_begin();
     ptx::wgmma_fence();
     issue_pv<T, Cfg>(o, p, sm.v(last));
-    turn_end(true);
+    turn_end();
     ptx::wgmma_wait<0>();
     fence_p_o(p);
     release(sm.v_empty(last));
@@ -683,6 +683,12 @@ flash_sm90_kernel(const __grid_constant__ KernelArgs args,
   // setmaxnreg either (that too capped the consumers near 180 registers, C7512).
   if (warpgroup != 0) {
     ptx::setmaxnreg_inc<Cfg::kConsumerRegs>();
+    // The ping-pong ring's first turn is consumer 0's (consume).
+    if constexpr (Cfg::kPingPong) {
+      if (warpgroup == Cfg::kConsumers) {
+        ptx::named_barrier_arrive(sm90::kTurnBarrier, 2 * Cfg::kWarpgroup);
+      }
+    }
     int ring = 0;
     // One loop counter (the tile is rederived from it): the variant kernel's consumers sit at
     // their 240-register limit, and the second counter spilled.
@@ -709,12 +715,15 @@ flash_sm90_kernel(const __grid_constant__ KernelArgs args,
       const int tile = static_cast<int>(next);
       const sm90::BlockCoords c = sm90::block_coords<Cfg, kVariants>(args, work, tile);
       if (!counted) sm90::wait_or_trap(sm.q_full(), k & 1);
-      if (kVariants && c.m0 >= c.seqlen_q) {  // varlen: past the sequence's rows (produce)
-        if (tid % 32 == 0) ptx::mbarrier_arrive(sm.q_empty());
-        continue;
-      }
       sm90::consume<T, Cfg, kVariants>(args, sm, c, warpgroup - 1, ring);
       ring += c.n_tiles;
+    }
+    // The turn the last consumer handed on after its last one (consume). The warpgroup read
+    // afresh: held across the loop, it spilled the N176 kernels (8-80 bytes).
+    if constexpr (Cfg::kPingPong) {
+      if (ptx::thread_index_x() / Cfg::kWarpgroup == 1) {
+        ptx::named_barrier_sync(sm90::kTurnBarrier, 2 * Cfg::kWarpgroup);
+      }
     }
     return;
   }
