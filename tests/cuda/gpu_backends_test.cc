@@ -104,8 +104,8 @@ std::vector<GpuCase> grid(bool full) {
       // The shape of the v6 trial's slow cell (d128 causal 512, docs/performance.md), smaller:
       // 16 x 8 x 4 = 512 tiles of 1-3 key tiles, longest first over 2 sections of 64 pairs.
       cases.push_back({backend, testing::dense(16, 8, 8, 512, 512, 128, dt, true)});
-      // Causal blocks on both sides of flash-sm90's ping-pong threshold (16 key tiles: 2816
-      // keys at d128's N176, 3072 at d64's N192) in one launch.
+      // Causal work tiles of 1 to 23 key tiles in one launch, handed out longest first: since
+      // flash-sm90 v13 the ping-pong turns run on every one and carry over from tile to tile.
       cases.push_back({backend, testing::dense(1, 4, 2, 4000, 4000, dt == DType::kBF16 ? 128 : 64,
                                                dt, true)});
       cases.push_back({backend, testing::dense(2, 4, 2, 239, 339, 128, dt, false), InputLayout::kStridedBHSD});
