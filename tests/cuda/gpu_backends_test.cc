@@ -104,7 +104,7 @@ std::vector<GpuCase> grid(bool full) {
       // The shape of the v6 trial's slow cell (d128 causal 512, docs/performance.md), smaller:
       // 16 x 8 x 4 = 512 tiles of 1-3 key tiles, longest first over 2 sections of 64 pairs.
       cases.push_back({backend, testing::dense(16, 8, 8, 512, 512, 128, dt, true)});
-      // Causal work tiles of 1 to 23 key tiles in one launch, handed out longest first: since
+      // Causal work tiles of 1 to 23 (d128) or 32 (d64) key tiles in one launch: since
       // flash-sm90 v13 the ping-pong turns run on every one and carry over from tile to tile.
       cases.push_back({backend, testing::dense(1, 4, 2, 4000, 4000, dt == DType::kBF16 ? 128 : 64,
                                                dt, true)});
