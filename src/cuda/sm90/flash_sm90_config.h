@@ -25,7 +25,7 @@
 namespace flashattn::cuda {
 
 template <int kHeadDim_, int kBlockN_, int kStages_, bool kPingPong_ = false,
-          int kPingPongMinTiles_ = 0, int kConsumers_ = 2>
+          int kPingPongMinTiles_ = 0, int kConsumers_ = 2, int kQBuffers_ = 1>
 struct Sm90Config {
   static constexpr int kHeadDim = kHeadDim_;
   // The consumer warpgroups take turns issuing their products (flash_sm90_kernel.cuh) on work
@@ -46,6 +46,11 @@ struct Sm90Config {
   // sm90_short_tiles_pay: three ran d64 16k at 510.6 TFLOP/s against 419.6 (tools/tune_sm90,
   // N128 both, docs/performance.md flash-sm90 v10).
   static constexpr int kRatePct = kConsumers == 3 ? 122 : 100;
+  // Q buffers in shared memory: with two, work tile k + 1's Q loads into the other buffer while
+  // tile k runs (round k takes buffer k % kQBuffers), instead of after tile k's last S. A tuner
+  // candidate (tools/tune_sm90) where the shared memory has room: d64 (113 KB), d128 N128
+  // (193 KB); not d128 N176 (241 KB) or d256.
+  static constexpr int kQBuffers = kQBuffers_;
 
   static constexpr int kWarpgroup = 128;  // threads
   static constexpr int kThreads = (1 + kConsumers) * kWarpgroup;
@@ -79,16 +84,20 @@ struct Sm90Config {
   static constexpr int kQBytes = kBlockM * kRowBytes * kColBlocks;
   static constexpr int kKvTileBytes = kBlockN * kRowBytes * kColBlocks;  // one K or V tile
   static constexpr int kQOffset = 0;
-  static constexpr int kKOffset = kQOffset + kQBytes;                     // [kStages]
+  static constexpr int kKOffset = kQOffset + kQBuffers * kQBytes;         // [kStages]
   static constexpr int kVOffset = kKOffset + kStages * kKvTileBytes;      // [kStages]
   static constexpr int kBarOffset = kVOffset + kStages * kKvTileBytes;
-  // mbarriers: q_full, k_full[kStages], v_full[kStages], k_empty[kStages], v_empty[kStages],
-  // q_empty, 8 bytes each; then the round's work tile (8 bytes, 4 used).
-  static constexpr int kBarBytes = 8 * (3 + 4 * kStages);
+  // mbarriers: q_full[kQBuffers], k_full[kStages], v_full[kStages], k_empty[kStages],
+  // v_empty[kStages], q_empty[kQBuffers], 8 bytes each; then each Q buffer's round's work tile
+  // (8 bytes, 4 used).
+  static constexpr int kBarBytes = 8 * (3 * kQBuffers + 4 * kStages);
   static constexpr int kAlignSlack = 1024;  // the dynamic base rounded up to the swizzle atom
   static constexpr int kSmemBytes = kBarOffset + kBarBytes + kAlignSlack;
 
   static_assert(kConsumers == 2 || kConsumers == 3, "two or three consumer warpgroups");
+  static_assert(kQBuffers == 1 || kQBuffers == 2, "one or two Q buffers");
+  static_assert(kQBuffers == 1 || !kVariantStagedEpilogue,
+                "the staged epilogue writes O through the one Q buffer");
   static_assert(kHeadDim % 16 == 0, "head dim must be a multiple of 16");
   static_assert(kBlockN % 16 == 0 && kBlockN >= 16 && kBlockN <= 256, "kBlockN: wgmma N");
   static_assert(kKvTileBytes % 1024 == 0 && kQBytes % 1024 == 0, "tiles keep 1024-alignment");

@@ -15,12 +15,13 @@
 // Per work tile k (kBlockM = 128 or 192 query rows of one (batch, head), the TileScheduler's
 // order):
 //   producer (one lane of warp 0):
-//     wait q_empty (round k - 1); Q (kColBlocks boxes of {64, kBlockM}) onto q_full (round k);
+//     Q buffer b = k % kQBuffers: wait q_empty(b) (round k - kQBuffers); Q (kColBlocks boxes
+//     of {64, kBlockM}) onto q_full(b) (round k);
 //     per key tile j, stage s = it % kStages (it counts over the block's work tiles; parity =
 //     the pass over the ring, inverted):
 //       wait k_empty[s]; K[j] onto k_full[s]; wait v_empty[s]; V[j] onto v_full[s]
 //   consumer warpgroup c (rows 64c..64c+63 of the block), key tiles j0..j1:
-//     wait q_full (round k); S0 = Q K0^T; softmax(S0) -> P0
+//     wait q_full(b) (round k); S0 = Q K0^T; softmax(S0) -> P0
 //     per tile j > j0:  issue S_j = Q K_j^T and O += P_{j-1} V_{j-1} (two wgmma groups);
 //       wait for S_j only, release K_j; softcap / ALiBi, mask, online softmax of S_j -> P_j
 //       while the tensor cores run P_{j-1} V_{j-1}; wait for it, release V_{j-1}; rescale O
@@ -173,27 +174,48 @@ __device__ __forceinline__ BlockCoords block_coords(const KernelArgs& args, cons
 template <class Cfg>
 struct Smem {
   std::uint32_t base;
-  __device__ __forceinline__ std::uint32_t q() const { return base + Cfg::kQOffset; }
+  // Q buffer b (Cfg::kQBuffers), its barriers and its round's work tile.
+  __device__ __forceinline__ std::uint32_t q(int b = 0) const {
+    return base + Cfg::kQOffset + b * Cfg::kQBytes;
+  }
   __device__ __forceinline__ std::uint32_t k(int s) const {
     return base + Cfg::kKOffset + s * Cfg::kKvTileBytes;
   }
   __device__ __forceinline__ std::uint32_t v(int s) const {
     return base + Cfg::kVOffset + s * Cfg::kKvTileBytes;
   }
+  static constexpr int kQB = Cfg::kQBuffers;
   __device__ __forceinline__ std::uint32_t bar(int i) const { return base + Cfg::kBarOffset + 8 * i; }
-  __device__ __forceinline__ std::uint32_t q_full() const { return bar(0); }
-  __device__ __forceinline__ std::uint32_t k_full(int s) const { return bar(1 + s); }
-  __device__ __forceinline__ std::uint32_t v_full(int s) const { return bar(1 + Cfg::kStages + s); }
+  __device__ __forceinline__ std::uint32_t q_full(int b = 0) const { return bar(b); }
+  __device__ __forceinline__ std::uint32_t k_full(int s) const { return bar(kQB + s); }
+  __device__ __forceinline__ std::uint32_t v_full(int s) const {
+    return bar(kQB + Cfg::kStages + s);
+  }
   __device__ __forceinline__ std::uint32_t k_empty(int s) const {
-    return bar(1 + 2 * Cfg::kStages + s);
+    return bar(kQB + 2 * Cfg::kStages + s);
   }
   __device__ __forceinline__ std::uint32_t v_empty(int s) const {
-    return bar(1 + 3 * Cfg::kStages + s);
+    return bar(kQB + 3 * Cfg::kStages + s);
   }
-  __device__ __forceinline__ std::uint32_t q_empty() const { return bar(1 + 4 * Cfg::kStages); }
-  // The work tile of the current Q round (tiles when the block is done), written by the producer
-  // before it arrives on q_full and read by lane 0 of each consumer warp after its wait on it.
-  __device__ __forceinline__ std::uint32_t tile_slot() const { return bar(2 + 4 * Cfg::kStages); }
+  __device__ __forceinline__ std::uint32_t q_empty(int b = 0) const {
+    return bar(kQB + 4 * Cfg::kStages + b);
+  }
+  // The work tile of the round in Q buffer b (tiles when the block is done), written by the
+  // producer before it arrives on q_full(b) and read by lane 0 of each consumer warp after its
+  // wait on it.
+  __device__ __forceinline__ std::uint32_t tile_slot(int b = 0) const {
+    return bar(2 * kQB + 4 * Cfg::kStages + b);
+  }
+};
+
+// The Q buffer of a block's work tile k (its round) and the phase of that buffer's barriers.
+template <class Cfg>
+struct QRound {
+  int buf;
+  std::uint32_t parity;
+  __device__ __forceinline__ static QRound at(int k) {
+    return QRound{k % Cfg::kQBuffers, static_cast<std::uint32_t>(k / Cfg::kQBuffers) & 1u};
+  }
 };
 
 // The ring position of the i-th key tile a block streams (counted over all its work tiles).
@@ -248,16 +270,21 @@ __device__ __forceinline__ void produce(const KernelArgs& args, const Smem<Cfg>&
       tma_batch = c.tma_batch;
       break;
     }
-    if (k > 0) wait_or_trap(sm.q_empty(), (k - 1) & 1);  // the consumers are done with tile_slot
-    ptx::st_shared_u32(sm.tile_slot(), next < tiles ? next : tiles);
+    // Round k's buffer is free once the consumers are done with round k - kQBuffers (its Q
+    // and tile_slot).
+    const QRound<Cfg> qr = QRound<Cfg>::at(k);
+    if (k >= Cfg::kQBuffers) {
+      wait_or_trap(sm.q_empty(qr.buf), ((k - Cfg::kQBuffers) / Cfg::kQBuffers) & 1);
+    }
+    ptx::st_shared_u32(sm.tile_slot(qr.buf), next < tiles ? next : tiles);
     if (next >= tiles) {
-      ptx::mbarrier_arrive(sm.q_full());
+      ptx::mbarrier_arrive(sm.q_full(qr.buf));
       break;
     }
-    ptx::mbarrier_arrive_expect_tx(sm.q_full(), Cfg::kQBytes);
+    ptx::mbarrier_arrive_expect_tx(sm.q_full(qr.buf), Cfg::kQBytes);
 #pragma unroll
     for (int blk = 0; blk < Cfg::kColBlocks; ++blk) {
-      ptx::tma_load(sm.q() + blk * Cfg::kBlockM * Cfg::kRowBytes, q_map, sm.q_full(),
+      ptx::tma_load(sm.q(qr.buf) + blk * Cfg::kBlockM * Cfg::kRowBytes, q_map, sm.q_full(qr.buf),
                     blk * Cfg::kBlockCols, q_row, h, tma_batch);
     }
     for (int j = 0; j < n_tiles; ++j, ++it) {
@@ -347,7 +374,8 @@ __device__ __forceinline__ void issue_pv(float (&o)[Cfg::kPvSplits][Cfg::kPvN / 
 // of its first key tile.
 template <typename T, class Cfg, bool kVariants>
 __device__ __forceinline__ void consume(const KernelArgs& args, const Smem<Cfg>& sm,
-                                        const BlockCoords& c, int consumer, int ring) {
+                                        const BlockCoords& c, int consumer, int ring,
+                                        int q_buf) {
   constexpr int kBlockN = Cfg::kBlockN, kNTiles = Cfg::kNTiles, kDTiles = Cfg::kDTiles;
   // The consumer thread index, read afresh for each work tile (special_regs.cuh): held across
   // the work-tile loop, the lane's row was the one value the variant kernel spilled.
@@ -385,14 +413,14 @@ __device__ __forceinline__ void consume(const KernelArgs& args, const Smem<Cfg>&
   }
 
   // Q rows of this warpgroup: 64 rows into each 128-row column block, 1024-aligned.
-  const std::uint64_t q_desc = ptx::sw128_k_major_desc(sm.q() + wg_row * Cfg::kRowBytes);
+  const std::uint64_t q_desc = ptx::sw128_k_major_desc(sm.q(q_buf) + wg_row * Cfg::kRowBytes);
   // The caller has waited for this round's Q (q_full). Q goes back once the last S is computed,
   // so the producer loads the next work tile's Q during this one's last P V and epilogue; with
   // the staged epilogue (Cfg::kVariantStagedEpilogue), whose O passes through Q's shared
   // memory, only after the epilogue.
   constexpr bool kStaged = kVariants && Cfg::kVariantStagedEpilogue;
   auto release_q = [&] {
-    if (lane == 0) ptx::mbarrier_arrive(sm.q_empty());
+    if (lane == 0) ptx::mbarrier_arrive(sm.q_empty(q_buf));
   };
   auto release_q_early = [&] {
     if constexpr (!kStaged) release_q();
@@ -664,8 +692,11 @@ flash_sm90_kernel(const __grid_constant__ KernelArgs args,
   // overlap, and no block pays its launch and pipeline fill again. The producer publishes each
   // round's tile in tile_slot.
   if (tid == 0) {
-    ptx::mbarrier_init(sm.q_full(), 1);
-    ptx::mbarrier_init(sm.q_empty(), Cfg::kConsumers * Cfg::kWarpgroup / 32);
+#pragma unroll
+    for (int b = 0; b < Cfg::kQBuffers; ++b) {
+      ptx::mbarrier_init(sm.q_full(b), 1);
+      ptx::mbarrier_init(sm.q_empty(b), Cfg::kConsumers * Cfg::kWarpgroup / 32);
+    }
 #pragma unroll
     for (int s = 0; s < Cfg::kStages; ++s) {
       ptx::mbarrier_init(sm.k_full(s), 1);
@@ -700,22 +731,23 @@ flash_sm90_kernel(const __grid_constant__ KernelArgs args,
       // while Q loads (v5's order; v7 read every tile from tile_slot after the wait, and its
       // dense 512-1k cells ran 2.5-4% slower).
       const bool counted = work.tile_counter != nullptr;
+      const sm90::QRound<Cfg> qr = sm90::QRound<Cfg>::at(k);
       unsigned next =
           counted ? 0u : TileScheduler::dealt(k, ptx::block_index_x(), ptx::grid_dim_x());
       if (counted) {
-        sm90::wait_or_trap(sm.q_full(), k & 1);
+        sm90::wait_or_trap(sm.q_full(qr.buf), qr.parity);
         // Lane 0 of each warp reads tile_slot, and it is the lane that arrives on q_empty
         // later: an arrive releases only the arriving thread's accesses, so another lane's
         // read would race with the producer's next write (the PTX memory model; racecheck
         // reports it).
-        if (tid % 32 == 0) next = ptx::ld_shared_u32(sm.tile_slot());
+        if (tid % 32 == 0) next = ptx::ld_shared_u32(sm.tile_slot(qr.buf));
         next = __shfl_sync(0xffffffffu, next, 0);
       }
       if (next >= static_cast<unsigned>(work.tiles)) break;
       const int tile = static_cast<int>(next);
       const sm90::BlockCoords c = sm90::block_coords<Cfg, kVariants>(args, work, tile);
-      if (!counted) sm90::wait_or_trap(sm.q_full(), k & 1);
-      sm90::consume<T, Cfg, kVariants>(args, sm, c, warpgroup - 1, ring);
+      if (!counted) sm90::wait_or_trap(sm.q_full(qr.buf), qr.parity);
+      sm90::consume<T, Cfg, kVariants>(args, sm, c, warpgroup - 1, ring, qr.buf);
       ring += c.n_tiles;
     }
     // The turn the last consumer handed on after its last one (consume). The warpgroup read
