@@ -185,7 +185,9 @@ struct Smem {
     return base + Cfg::kVOffset + s * Cfg::kKvTileBytes;
   }
   static constexpr int kQB = Cfg::kQBuffers;
-  __device__ __forceinline__ std::uint32_t bar(int i) const { return base + Cfg::kBarOffset + 8 * i; }
+  __device__ __forceinline__ std::uint32_t bar(int i) const {
+    return base + Cfg::kBarOffset + 8 * i;
+  }
   __device__ __forceinline__ std::uint32_t q_full(int b = 0) const { return bar(b); }
   __device__ __forceinline__ std::uint32_t k_full(int s) const { return bar(kQB + s); }
   __device__ __forceinline__ std::uint32_t v_full(int s) const {
@@ -208,23 +210,16 @@ struct Smem {
   }
 };
 
-// The Q buffer of a block's work tile k (its round) and the phase of that buffer's barriers.
-template <class Cfg>
-struct QRound {
-  int buf;
-  std::uint32_t parity;
-  __device__ __forceinline__ static QRound at(int k) {
-    return QRound{k % Cfg::kQBuffers, static_cast<std::uint32_t>(k / Cfg::kQBuffers) & 1u};
-  }
-};
-
-// The ring position of the i-th key tile a block streams (counted over all its work tiles).
-template <class Cfg>
+// The position of the i-th use of a ring of kDepth buffers: the K/V stages (kDepth =
+// Cfg::kStages, i counting the key tiles a block streams over all its work tiles) and the Q
+// buffers (Cfg::kQBuffers, i the work tile: its round). The empty barriers wait for parity ^ 1,
+// which a fresh barrier passes, so the first pass over the ring does not wait.
+template <int kDepth>
 struct RingSlot {
   int stage;
-  std::uint32_t parity;  // of the stage's full barriers; the empty ones wait for parity ^ 1
+  std::uint32_t parity;  // of the buffer's full barrier
   __device__ __forceinline__ static RingSlot at(int i) {
-    return RingSlot{i % Cfg::kStages, static_cast<std::uint32_t>(i / Cfg::kStages) & 1u};
+    return RingSlot{i % kDepth, static_cast<std::uint32_t>(i / kDepth) & 1u};
   }
 };
 
@@ -272,23 +267,21 @@ __device__ __forceinline__ void produce(const KernelArgs& args, const Smem<Cfg>&
     }
     // Round k's buffer is free once the consumers are done with round k - kQBuffers (its Q
     // and tile_slot).
-    const QRound<Cfg> qr = QRound<Cfg>::at(k);
-    if (k >= Cfg::kQBuffers) {
-      wait_or_trap(sm.q_empty(qr.buf), ((k - Cfg::kQBuffers) / Cfg::kQBuffers) & 1);
-    }
-    ptx::st_shared_u32(sm.tile_slot(qr.buf), next < tiles ? next : tiles);
+    const RingSlot<Cfg::kQBuffers> qr = RingSlot<Cfg::kQBuffers>::at(k);
+    wait_or_trap(sm.q_empty(qr.stage), qr.parity ^ 1);
+    ptx::st_shared_u32(sm.tile_slot(qr.stage), next < tiles ? next : tiles);
     if (next >= tiles) {
-      ptx::mbarrier_arrive(sm.q_full(qr.buf));
+      ptx::mbarrier_arrive(sm.q_full(qr.stage));
       break;
     }
-    ptx::mbarrier_arrive_expect_tx(sm.q_full(qr.buf), Cfg::kQBytes);
+    ptx::mbarrier_arrive_expect_tx(sm.q_full(qr.stage), Cfg::kQBytes);
 #pragma unroll
     for (int blk = 0; blk < Cfg::kColBlocks; ++blk) {
-      ptx::tma_load(sm.q(qr.buf) + blk * Cfg::kBlockM * Cfg::kRowBytes, q_map, sm.q_full(qr.buf),
-                    blk * Cfg::kBlockCols, q_row, h, tma_batch);
+      ptx::tma_load(sm.q(qr.stage) + blk * Cfg::kBlockM * Cfg::kRowBytes, q_map,
+                    sm.q_full(qr.stage), blk * Cfg::kBlockCols, q_row, h, tma_batch);
     }
     for (int j = 0; j < n_tiles; ++j, ++it) {
-      const RingSlot<Cfg> r = RingSlot<Cfg>::at(it);
+      const RingSlot<Cfg::kStages> r = RingSlot<Cfg::kStages>::at(it);
       const int k_row = k_row0 + j * Cfg::kBlockN;
       wait_or_trap(sm.k_empty(r.stage), r.parity ^ 1);  // the first pass over the ring passes
       ptx::mbarrier_arrive_expect_tx(sm.k_full(r.stage), Cfg::kKvTileBytes);
@@ -309,7 +302,7 @@ __device__ __forceinline__ void produce(const KernelArgs& args, const Smem<Cfg>&
   // Stay until the consumers have released every stage and the last Q: no copy of ours is in
   // flight when this thread exits.
   for (int i = 0; i < Cfg::kStages; ++i, ++it) {
-    const RingSlot<Cfg> r = RingSlot<Cfg>::at(it);
+    const RingSlot<Cfg::kStages> r = RingSlot<Cfg::kStages>::at(it);
     wait_or_trap(sm.k_empty(r.stage), r.parity ^ 1);
     wait_or_trap(sm.v_empty(r.stage), r.parity ^ 1);
   }
@@ -516,7 +509,7 @@ __device__ __forceinline__ void consume(const KernelArgs& args, const Smem<Cfg>&
     {  // The first tile: S, softmax, P (O is still 0: nothing to rescale).
       Fragment<1, kNTiles> s_frag;
       float(&s_acc)[kBlockN / 2] = reinterpret_cast<float(&)[kBlockN / 2]>(s_frag);
-      const RingSlot<Cfg> first = RingSlot<Cfg>::at(ring);
+      const RingSlot<Cfg::kStages> first = RingSlot<Cfg::kStages>::at(ring);
       wait_or_trap(sm.k_full(first.stage), first.parity);
       ptx::fence_operands(s_acc);
       turn_begin();
@@ -531,8 +524,8 @@ __device__ __forceinline__ void consume(const KernelArgs& args, const Smem<Cfg>&
       pack_p(s_acc, p);
     }
     for (int it = 1; it < tiles; ++it) {
-      const RingSlot<Cfg> cur = RingSlot<Cfg>::at(ring + it);
-      const RingSlot<Cfg> before = RingSlot<Cfg>::at(ring + it - 1);
+      const RingSlot<Cfg::kStages> cur = RingSlot<Cfg::kStages>::at(ring + it);
+      const RingSlot<Cfg::kStages> before = RingSlot<Cfg::kStages>::at(ring + it - 1);
       const int s = cur.stage, prev = before.stage;
       const std::uint32_t parity = cur.parity, prev_parity = before.parity;
       const int n0 = c.key_first + it * kBlockN;  // keys < 2^31
@@ -566,7 +559,7 @@ __device__ __forceinline__ void consume(const KernelArgs& args, const Smem<Cfg>&
       rescale_fragment<1, kDTiles>(o_frag, alpha, moved);
     }
     // The last tile's P V.
-    const RingSlot<Cfg> last_slot = RingSlot<Cfg>::at(ring + tiles - 1);
+    const RingSlot<Cfg::kStages> last_slot = RingSlot<Cfg::kStages>::at(ring + tiles - 1);
     const int last = last_slot.stage;
     wait_or_trap(sm.v_full(last), last_slot.parity);
     prepare_v(last, c.key_first + (tiles - 1) * kBlockN);
@@ -731,23 +724,23 @@ flash_sm90_kernel(const __grid_constant__ KernelArgs args,
       // while Q loads (v5's order; v7 read every tile from tile_slot after the wait, and its
       // dense 512-1k cells ran 2.5-4% slower).
       const bool counted = work.tile_counter != nullptr;
-      const sm90::QRound<Cfg> qr = sm90::QRound<Cfg>::at(k);
+      const sm90::RingSlot<Cfg::kQBuffers> qr = sm90::RingSlot<Cfg::kQBuffers>::at(k);
       unsigned next =
           counted ? 0u : TileScheduler::dealt(k, ptx::block_index_x(), ptx::grid_dim_x());
       if (counted) {
-        sm90::wait_or_trap(sm.q_full(qr.buf), qr.parity);
+        sm90::wait_or_trap(sm.q_full(qr.stage), qr.parity);
         // Lane 0 of each warp reads tile_slot, and it is the lane that arrives on q_empty
         // later: an arrive releases only the arriving thread's accesses, so another lane's
         // read would race with the producer's next write (the PTX memory model; racecheck
         // reports it).
-        if (tid % 32 == 0) next = ptx::ld_shared_u32(sm.tile_slot(qr.buf));
+        if (tid % 32 == 0) next = ptx::ld_shared_u32(sm.tile_slot(qr.stage));
         next = __shfl_sync(0xffffffffu, next, 0);
       }
       if (next >= static_cast<unsigned>(work.tiles)) break;
       const int tile = static_cast<int>(next);
       const sm90::BlockCoords c = sm90::block_coords<Cfg, kVariants>(args, work, tile);
-      if (!counted) sm90::wait_or_trap(sm.q_full(qr.buf), qr.parity);
-      sm90::consume<T, Cfg, kVariants>(args, sm, c, warpgroup - 1, ring, qr.buf);
+      if (!counted) sm90::wait_or_trap(sm.q_full(qr.stage), qr.parity);
+      sm90::consume<T, Cfg, kVariants>(args, sm, c, warpgroup - 1, ring, qr.stage);
       ring += c.n_tiles;
     }
     // The turn the last consumer handed on after its last one (consume). The warpgroup read
