@@ -66,10 +66,16 @@ VARIANT_FLOP_CONVENTION = (
     "aligned); varlen sums len^2 over its sequences, halved for causal")
 
 RATIO_NOTES = (
-    "t/dense = this row's time / the same backend's dense row of the same shape (a window "
-    "(left, 0) against the causal one, other windows against the non-causal one); TF/dense = the "
-    "same for TFLOP/s; varlen rows have only TF/dense, against the dense row of the longest "
-    "seqlen (their shape differs); vs flex = Flex's time / ours (> 1: ours is faster)")
+    "t/dense = this row's time / the same backend's dense call of the row's dense shape (a window "
+    "(left, 0) against the causal one, other windows against the non-causal one), that dense "
+    "call timed again inside this row, alternating with it (its dense twin), so both see the "
+    "GPU in the same state; TF/dense = the same for TFLOP/s; varlen rows have only TF/dense, "
+    "against the dense shape of the longest seqlen (their shape differs); drift = the twin's "
+    "time / the dense row's own, timed earlier (1.000: the GPU ran the dense call as fast as "
+    "then); vs flex = Flex's time / ours (> 1: ours is faster)")
+
+# A dense twin's runner name: our backend's name and this suffix ("flash-sm90 @dense").
+TWIN_SUFFIX = " @dense"
 
 
 def sig4(x: float) -> float:
@@ -474,6 +480,51 @@ def row_record(cell: VariantCell, backends: List[str], ms: Dict[str, float],
     return row
 
 
+def dense_twin_cell(cell: VariantCell, cells: Sequence[VariantCell]) -> Optional[VariantCell]:
+    """The dense shape a non-dense row is timed against (its dense twin): the same shape with
+    the row's dense causal mode; for varlen the dense row of the longest seqlen among `cells`
+    with the same head dim, heads and causal mode (None when the table has none). None for a
+    dense row (it is its own reference)."""
+    if cell.variant == "dense":
+        return None
+    causal = cell.dense_causal()
+    if cell.variant != "varlen":
+        return VariantCell("dense", cell.hd, causal, cell.L, cell.B, cell.H, cell.KVH)
+    same = [c for c in cells if c.variant == "dense" and c.hd == cell.hd and c.H == cell.H and
+            c.KVH == cell.KVH and c.causal == causal]
+    return max(same, key=lambda c: c.L) if same else None
+
+
+def add_paired_ratios(row: dict, twin: Optional[VariantCell], twin_ms: Dict[str, float],
+                      dense_rows: List[dict]) -> dict:
+    """Adds the dense twin's figures to a row (after add_ratios): "paired_dense" {label, ms},
+    ratio_time_to_paired_dense (not for varlen) and ratio_tflops_to_paired_dense per backend of
+    ours timed with its twin, and dense_drift = the twin's time / the same backend's time in the
+    dense row of the twin's shape (timed earlier in the table). Returns the row."""
+    row["ratio_time_to_paired_dense"] = {}
+    row["ratio_tflops_to_paired_dense"] = {}
+    row["dense_drift"] = {}
+    if twin is None or not twin_ms:
+        return row
+    label = twin.label()
+    row["paired_dense"] = {"label": label, "ms": {n: sig4(t) for n, t in twin_ms.items()}}
+    earlier = next((d for d in dense_rows if d["variant"] == "dense" and d["label"] == label),
+                   None)
+    flops = twin.flops()
+    for name, t_twin in twin_ms.items():
+        t = row["ms"].get(name)
+        if not t or t_twin <= 0:
+            continue
+        if row["variant"] != "varlen":
+            row["ratio_time_to_paired_dense"][name] = round(t / t_twin, 3)
+        if name in row["tflops"]:
+            row["ratio_tflops_to_paired_dense"][name] = round(
+                row["tflops"][name] / (flops / (t_twin * 1e-3) / 1e12), 3)
+        if earlier is not None and earlier["ms"].get(name):
+            row["dense_drift"][name] = round(t_twin / earlier["ms"][name], 3)
+    return row
+
+
 def dense_reference(row: dict, dense_rows: List[dict]) -> Optional[dict]:
     """The dense row this row is compared with: same head dim, heads and causal mode as
     row["dense_causal"], and the same seqlen and batch; for varlen the longest seqlen there."""
@@ -544,7 +595,8 @@ def _ratio_text(x: Optional[float], speedup: bool = False) -> str:
 
 
 TABLE_HEADER = (f"{'variant':<18} {'causal':>6} {'shape':<20} {'TFLOP':>9}  {'backend':<14}"
-                f"{'ms':>9} {'TFLOP/s':>9} {'t/dense':>8} {'TF/dense':>9} {'vs flex':>8}")
+                f"{'ms':>9} {'TFLOP/s':>9} {'t/dense':>8} {'TF/dense':>9} {'drift':>6} "
+                f"{'vs flex':>8}")
 
 
 def table_lines(row: dict) -> List[str]:
@@ -560,15 +612,26 @@ def table_lines(row: dict) -> List[str]:
         prefix = head if i == 0 else blank
         if name in row["ms"]:
             tf = row["tflops"].get(name)
+            t_ratio, tf_ratio = paired_or_unpaired(row, name)
+            drift = row.get("dense_drift", {}).get(name)
             lines.append(
                 prefix + f"{name:<14}{row['ms'][name]:>9.4g} "
                 f"{(_tflops_text(tf) if tf is not None else '-'):>9} "
-                f"{_ratio_text(row['ratio_time_to_dense'].get(name)):>8} "
-                f"{_ratio_text(row['ratio_tflops_to_dense'].get(name)):>9} "
+                f"{_ratio_text(t_ratio):>8} {_ratio_text(tf_ratio):>9} "
+                f"{(f'{drift:.3f}' if drift is not None else '-'):>6} "
                 f"{_ratio_text(row['speedup_vs_flex'].get(name), speedup=True):>8}")
         else:
             lines.append(prefix + f"{name:<14} {na_text(row['na'].get(name, 'not run'))}")
     return lines
+
+
+def paired_or_unpaired(row: dict, name: str) -> Tuple[Optional[float], Optional[float]]:
+    """(time ratio, TFLOP/s ratio) to dense for the table: against the dense twin timed in the
+    row when it ran, else against the earlier dense row."""
+    paired_tf = row.get("ratio_tflops_to_paired_dense", {}).get(name)
+    if paired_tf is not None:
+        return row.get("ratio_time_to_paired_dense", {}).get(name), paired_tf
+    return row["ratio_time_to_dense"].get(name), row["ratio_tflops_to_dense"].get(name)
 
 
 def _shape_text(row: dict) -> str:

@@ -32,8 +32,10 @@ head_dim), batch 1 x 16k tokens (batch = --tokens / seqlen), causal off and on, 
                     block mask, and torch's varlen_attn (FA2) where torch has it
 TFLOP/s count each row's real FLOPs (a window only the (query, key) pairs it keeps, exactly;
 varlen the sum of len^2 over its sequences, halved for causal), so they compare with the dense
-row's; each row also shows its time and TFLOP/s relative to the same backend's dense row and our
-speed relative to Flex. A backend that does not implement a variant shows "unsupported: <why>".
+row's; each row also shows its time and TFLOP/s relative to the same backend's dense call of its
+shape, timed again inside the row, alternating with it (t/dense, TF/dense: both under the same
+clocks, whatever heat the rows before left), how that dense call's time compares with the dense
+row's own (drift), and our speed relative to Flex. A backend that does not implement a variant shows "unsupported: <why>".
 --check compares every output with a float64 reference of that variant (the library's, on the
 last --check-rows query rows) and ours with Flex's.
 
@@ -618,10 +620,29 @@ def check_variant(cell: "bv.VariantCell", inputs: dict, runners: dict, layouts: 
     return result
 
 
+def dense_twin_runners(ours: List[str], runners: dict, twin: Optional["bv.VariantCell"],
+                       twin_inputs: Optional[dict]) -> dict:
+    """{"<backend> @dense": runner}: the dense call of the row's dense shape (bv.dense_twin_cell)
+    for each backend of ours that runs the row, timed in the same round-robin as the row itself,
+    so a variant's cost over dense is measured with the GPU in one state (clocks, temperature),
+    whatever the rows before it did."""
+    from ._bench_runners import flashattn_runner
+
+    if twin is None or twin_inputs is None:
+        return {}
+    q, k, v = twin_inputs["q"], twin_inputs["k"], twin_inputs["v"]
+    return {n + bv.TWIN_SUFFIX: flashattn_runner(n, q, k, v, twin.causal) for n in ours
+            if n in runners}
+
+
 def run_variant_row(cell: "bv.VariantCell", ours: List[str], peers: List[str], inputs: dict,
-                    args, dtype, device, flusher, flex, seed: int) -> dict:
+                    args, dtype, device, flusher, flex, seed: int,
+                    twin: Optional["bv.VariantCell"] = None,
+                    twin_inputs: Optional[dict] = None) -> Tuple[dict, Dict[str, float]]:
     """Times one variant row as run_cell times a cell (warm-up, round-robin, medians, L2
-    flushed) and returns its JSON row (without the ratios). seed: the sink logits'."""
+    flushed), with the dense twins of ours (dense_twin_runners) in its round-robin; returns its
+    JSON row (without the ratios) and the twins' medians {backend: ms}. seed: the sink
+    logits'."""
     from ._bench_runners import build_variant_runners
     from ._bench_timing import time_round_robin, warm_up
 
@@ -631,8 +652,14 @@ def run_variant_row(cell: "bv.VariantCell", ours: List[str], peers: List[str], i
                                                             flex)
     not_available.update(warm_up(runners, max(1, args.warmup)))
     runners = {n: r for n, r in runners.items() if n not in not_available}
-    ms, failed = time_round_robin(runners, args.repeats, flusher) if runners else ({}, {})
-    not_available.update(failed)
+    twins = dense_twin_runners(ours, runners, twin, twin_inputs)
+    twin_failed = warm_up(twins, max(1, args.warmup))
+    twins = {n: r for n, r in twins.items() if n not in twin_failed}
+    timed = dict(runners, **twins)
+    ms, failed = time_round_robin(timed, args.repeats, flusher) if timed else ({}, {})
+    twin_ms = {n[:-len(bv.TWIN_SUFFIX)]: t for n, t in ms.items() if n in twins}
+    ms = {n: t for n, t in ms.items() if n in runners}
+    not_available.update({n: why for n, why in failed.items() if n in runners})
     runners = {n: r for n, r in runners.items() if n not in failed}
     row = bv.row_record(cell, list(ours) + row_peers, ms, not_available)
     row["params"].update(side_values)
@@ -645,7 +672,7 @@ def run_variant_row(cell: "bv.VariantCell", ours: List[str], peers: List[str], i
             from ._bench_runners import one_line
 
             row["check"] = {"error": one_line(e)}
-    return row
+    return row, twin_ms
 
 
 def run_variants(args, names: List[str], dtype, device, flex, flex_note: str, meta: dict,
@@ -668,7 +695,9 @@ def run_variants(args, names: List[str], dtype, device, flex, flex_note: str, me
     print(wrap.fill(bv.RATIO_NOTES))
     print(wrap.fill(f"Median of {args.repeats} CUDA-event timings per backend and row after "
                     f"{args.warmup} warm-up runs, L2 flushed before each; backends alternate "
-                    "within a row; one set of random inputs per shape, shared by its rows"))
+                    "within a row, and with them each of ours' dense call of the row's dense "
+                    "shape (its dense twin, the t/dense reference); one set of random inputs "
+                    "per shape, shared by its rows"))
     for v in args.variants:
         row_peers = meta["variant_peers"][v]
         print(wrap.fill(f"  {v}: {bv.VARIANT_DESCRIPTIONS[v]} [peers: "
@@ -684,9 +713,16 @@ def run_variants(args, names: List[str], dtype, device, flex, flex_note: str, me
             inputs = None  # free the previous shape's tensors first
             inputs_key = cell.shape_key()
             inputs = make_variant_inputs(cell, dtype, device, seed=args.seed + i)
-        row = run_variant_row(cell, ours, peers, inputs, args, dtype, device, flusher, flex,
-                              seed=args.seed)
+        twin = bv.dense_twin_cell(cell, cells)
+        twin_inputs = None
+        if twin is not None:
+            twin_inputs = (inputs if twin.shape_key() == inputs_key else
+                           make_variant_inputs(twin, dtype, device, seed=args.seed + i))
+        row, twin_ms = run_variant_row(cell, ours, peers, inputs, args, dtype, device, flusher,
+                                       flex, seed=args.seed, twin=twin, twin_inputs=twin_inputs)
+        twin_inputs = None
         bv.add_ratios(row, rows, ours)
+        bv.add_paired_ratios(row, twin, twin_ms, rows)
         rows.append(row)
         print("\n".join(bv.table_lines(row)), flush=True)
     inputs = None

@@ -429,6 +429,63 @@ def test_rows_and_ratios():
     json.dumps(rows)
 
 
+def test_dense_twin_cells():
+    cells = [bv.VariantCell("dense", 128, False, 16384, 1, 16, 16),
+             bv.VariantCell("dense", 128, True, 16384, 1, 16, 16),
+             bv.VariantCell("dense", 128, True, 4096, 4, 16, 16),
+             bv.VariantCell("window", 128, False, 4096, 4, 16, 16, window=(1024, 0)),
+             bv.VariantCell("window", 128, False, 4096, 4, 16, 16, window=(256, 256)),
+             bv.VariantCell("alibi", 128, False, 16384, 1, 16, 16),
+             bv.VariantCell("varlen", 128, True, 4000, 3, 16, 16, lengths=(4000, 3000, 1000)),
+             bv.VariantCell("varlen", 64, True, 4000, 3, 32, 32, lengths=(4000, 3000, 1000))]
+    dense, causal, causal4k, window, band, alibi, varlen, varlen64 = cells
+    assert bv.dense_twin_cell(dense, cells) is None
+    # a window (left, 0) is compared with the causal dense call of its own shape
+    assert bv.dense_twin_cell(window, cells) == causal4k
+    assert bv.dense_twin_cell(band, cells) == bv.VariantCell("dense", 128, False, 4096, 4, 16, 16)
+    assert bv.dense_twin_cell(alibi, cells) == dense
+    # varlen: the longest dense seqlen of its head dim, heads and causal mode; none: None
+    assert bv.dense_twin_cell(varlen, cells) == causal
+    assert bv.dense_twin_cell(varlen64, cells) is None
+
+
+def test_paired_dense_ratios_and_drift():
+    """The twin's time is the reference of t/dense and TF/dense; drift compares it with the
+    dense row timed earlier: a GPU running 10% slower by the time of this row shows drift 1.1,
+    and the paired ratio then differs from the unpaired one by that factor."""
+    rows, ours = synthetic_rows()
+    dense, causal, window, softcap, varlen = rows
+    window_cell = bv.VariantCell("window", 128, False, 16384, 1, 16, 16, window=(1024, 0))
+    twin = bv.dense_twin_cell(window_cell, [window_cell])
+    bv.add_paired_ratios(window, twin, {"flash-sm80": 2.96 * 1.1}, rows[:2])
+    assert window["paired_dense"]["label"] == causal["label"]
+    assert window["ratio_time_to_paired_dense"] == {"flash-sm80": round(0.4 / (2.96 * 1.1), 3)}
+    assert window["dense_drift"] == {"flash-sm80": 1.1}
+    assert math.isclose(window["ratio_tflops_to_paired_dense"]["flash-sm80"],
+                        window["ratio_tflops_to_dense"]["flash-sm80"] * 1.1, rel_tol=3e-3)
+    # the table shows the paired ratios and the drift under their columns
+    line = next(line for line in bv.table_lines(window) if "flash-sm80" in line)
+    t_text = f"{0.4 / (2.96 * 1.1):.3f}"
+    assert line.index(t_text) + len(t_text) == bv.TABLE_HEADER.index("t/dense") + len("t/dense")
+    assert line.index("1.100") + len("1.100") == bv.TABLE_HEADER.index("drift") + len("drift")
+    # varlen: only the TFLOP/s ratio, against the twin of the longest seqlen
+    varlen_cell = bv.VariantCell("varlen", 128, True, 4000, 3, 16, 16,
+                                 lengths=(4000, 3000, 1000))
+    causal_cell = bv.VariantCell("dense", 128, True, 16384, 1, 16, 16)
+    bv.add_paired_ratios(varlen, bv.dense_twin_cell(varlen_cell, [causal_cell]),
+                         {"flash-sm80": 2.96}, rows[:2])
+    assert varlen["ratio_time_to_paired_dense"] == {}
+    assert math.isclose(varlen["ratio_tflops_to_paired_dense"]["flash-sm80"],
+                        varlen["ratio_tflops_to_dense"]["flash-sm80"], rel_tol=2e-3)
+    assert varlen["dense_drift"] == {"flash-sm80": 1.0}
+    # no twin timed: nothing paired, the table falls back to the earlier dense row
+    bv.add_paired_ratios(softcap, None, {}, rows[:2])
+    assert softcap["ratio_tflops_to_paired_dense"] == {} and "paired_dense" not in softcap
+    assert bv.paired_or_unpaired(softcap, "flash") == (
+        softcap["ratio_time_to_dense"]["flash"], softcap["ratio_tflops_to_dense"]["flash"])
+    json.dumps(rows)
+
+
 def test_table_text():
     rows, ours = synthetic_rows()
     lines = [line for r in rows for line in bv.table_lines(r)]
@@ -439,7 +496,7 @@ def test_table_text():
     assert "n/a: RuntimeError: out_of_memory: no" in text
     window_line = next(line for line in lines if line.startswith("window (1024, 0)"))
     assert "flash-sm80" in window_line and "1.12x" in window_line and "0.135" in window_line
-    for column in ("TFLOP/s", "t/dense", "TF/dense", "vs flex"):
+    for column in ("TFLOP/s", "t/dense", "TF/dense", "drift", "vs flex"):
         assert column in bv.TABLE_HEADER
     # the numbers sit under their columns
     assert window_line.index("0.135") + len("0.135") == \
@@ -499,6 +556,12 @@ def test_variant_driver_on_cpu(monkeypatch, tmp_path, capsys):
         assert ("cudnn" in r["backends"]) == (r["variant"] == "dense")
         if r["variant"] != "dense":
             assert r["dense_ref"] and "cpu-flash" in r["ratio_tflops_to_dense"]
+            # the dense twin ran in the row's round-robin: paired ratios and the drift
+            assert r["paired_dense"]["label"] == r["dense_ref"], r["label"]
+            assert r["paired_dense"]["ms"]["cpu-flash"] > 0
+            assert "cpu-flash" in r["ratio_tflops_to_paired_dense"]
+            assert r["dense_drift"]["cpu-flash"] > 0
+            assert ("cpu-flash" in r["ratio_time_to_paired_dense"]) == (r["variant"] != "varlen")
     alibi = next(r for r in rows if r["variant"] == "alibi")
     assert alibi["params"]["alibi_slopes"] == bv.alibi_slopes(4)
     sinks = next(r for r in rows if r["variant"] == "sinks")
