@@ -23,6 +23,8 @@ import random
 from dataclasses import dataclass
 from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
+from ._bench_telemetry import clock_text
+
 VARIANTS = ("dense", "window", "softcap", "alibi", "sinks", "varlen")
 DEFAULT_VARIANT_HEAD_DIMS = [128]
 DEFAULT_VARIANT_SEQLENS = [16384]
@@ -596,11 +598,12 @@ def _ratio_text(x: Optional[float], speedup: bool = False) -> str:
 
 TABLE_HEADER = (f"{'variant':<18} {'causal':>6} {'shape':<20} {'TFLOP':>9}  {'backend':<14}"
                 f"{'ms':>9} {'TFLOP/s':>9} {'t/dense':>8} {'TF/dense':>9} {'drift':>6} "
-                f"{'vs flex':>8}")
+                f"{'vs flex':>8} {'MHz':>5}")
 
 
 def table_lines(row: dict) -> List[str]:
-    """One line per backend of the row; the first names the row. A backend that did not run
+    """One line per backend of the row; the first names the row and ends with the median SM
+    clock while it was timed (_bench_telemetry.clock_text). A backend that did not run
     shows why in place of its numbers ("unsupported: backend flash-sm80 does not implement
     softcap")."""
     lines = []
@@ -619,7 +622,8 @@ def table_lines(row: dict) -> List[str]:
                 f"{(_tflops_text(tf) if tf is not None else '-'):>9} "
                 f"{_ratio_text(t_ratio):>8} {_ratio_text(tf_ratio):>9} "
                 f"{(f'{drift:.3f}' if drift is not None else '-'):>6} "
-                f"{_ratio_text(row['speedup_vs_flex'].get(name), speedup=True):>8}")
+                f"{_ratio_text(row['speedup_vs_flex'].get(name), speedup=True):>8}"
+                + (f" {clock_text(row.get('gpu')):>5}" if i == 0 else ""))
         else:
             lines.append(prefix + f"{name:<14} {na_text(row['na'].get(name, 'not run'))}")
     return lines

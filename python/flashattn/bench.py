@@ -74,6 +74,7 @@ from typing import Dict, List, Optional, Tuple
 import flashattn
 
 from . import _bench_decode as bd
+from . import _bench_telemetry as bt
 from . import _bench_variants as bv
 from ._bench_output import write_json
 from ._bench_runners import PEER_DESCRIPTIONS, PEERS
@@ -389,15 +390,19 @@ def sig4(x: float) -> float:
     return float(f"{x:.4g}")
 
 
-def run_cell(cell: Cell, names: List[str], args, dtype, device, flusher, flex, seed: int) -> dict:
+def run_cell(cell: Cell, names: List[str], args, dtype, device, flusher, flex, seed: int,
+             telemetry: Optional["bt.Telemetry"] = None) -> dict:
     from ._bench_runners import build_runners
     from ._bench_timing import time_round_robin, warm_up
 
+    telemetry = telemetry or bt.Telemetry(None)
     q, k, v = make_inputs(cell, dtype, device, seed)
     runners, not_available = build_runners(names, q, k, v, cell.causal, flex)
     not_available.update(warm_up(runners, max(1, args.warmup)))
     runners = {n: r for n, r in runners.items() if n not in not_available}
+    t0 = telemetry.now()
     ms, failed = time_round_robin(runners, args.repeats, flusher) if runners else ({}, {})
+    gpu = telemetry.span(t0, telemetry.now())
     not_available.update(failed)
     runners = {n: r for n, r in runners.items() if n not in failed}
     row = asdict(cell)
@@ -408,6 +413,7 @@ def run_cell(cell: Cell, names: List[str], args, dtype, device, flusher, flex, s
                              if row[n] is not None and cudnn}
     row["ms"] = {n: sig4(t) for n, t in ms.items()}
     row["na"] = not_available
+    row["gpu"] = gpu
     if args.check:
         row["check"] = check_errors(cell, q, k, v, runners, args.check_rows)
     return row
@@ -420,7 +426,7 @@ COL = 14
 
 def header_line(names: List[str]) -> str:
     return f"{'hd':>4} {'causal':>6} {'seqlen':>6} {'batch':>5} {'heads':>6} |" + \
-        "".join(f"{n:>{COL}} |" for n in names)
+        "".join(f"{n:>{COL}} |" for n in names) + f" {'MHz':>5}"
 
 
 def tflops_text(x: float) -> str:
@@ -440,7 +446,12 @@ def row_line(row: dict, names: List[str]) -> str:
     cells = [value_cell(row[n], row["ratio_to_cudnn"].get(n)) for n in names]
     heads = f"{row['H']}/{row['KVH']}" if row["H"] != row["KVH"] else str(row["H"])
     return f"{row['hd']:>4} {'yes' if row['causal'] else 'no':>6} {row['L']:>6} {row['B']:>5} " \
-           f"{heads:>6} |" + "".join(cells)
+           f"{heads:>6} |" + "".join(cells) + f" {bt.clock_text(row.get('gpu')):>5}"
+
+
+def cell_label(row: dict) -> str:
+    """"d128 causal 16384" for the telemetry lines."""
+    return f"d{row['hd']} {'causal' if row['causal'] else 'dense'} {row['L']}"
 
 
 def geomean(values: List[float]) -> Optional[float]:
@@ -638,7 +649,8 @@ def dense_twin_runners(ours: List[str], runners: dict, twin: Optional["bv.Varian
 def run_variant_row(cell: "bv.VariantCell", ours: List[str], peers: List[str], inputs: dict,
                     args, dtype, device, flusher, flex, seed: int,
                     twin: Optional["bv.VariantCell"] = None,
-                    twin_inputs: Optional[dict] = None) -> Tuple[dict, Dict[str, float]]:
+                    twin_inputs: Optional[dict] = None,
+                    telemetry: Optional["bt.Telemetry"] = None) -> Tuple[dict, Dict[str, float]]:
     """Times one variant row as run_cell times a cell (warm-up, round-robin, medians, L2
     flushed), with the dense twins of ours (dense_twin_runners) in its round-robin; returns its
     JSON row (without the ratios) and the twins' medians {backend: ms}. seed: the sink
@@ -656,7 +668,10 @@ def run_variant_row(cell: "bv.VariantCell", ours: List[str], peers: List[str], i
     twin_failed = warm_up(twins, max(1, args.warmup))
     twins = {n: r for n, r in twins.items() if n not in twin_failed}
     timed = dict(runners, **twins)
+    telemetry = telemetry or bt.Telemetry(None)
+    t0 = telemetry.now()
     ms, failed = time_round_robin(timed, args.repeats, flusher) if timed else ({}, {})
+    gpu = telemetry.span(t0, telemetry.now())
     twin_ms = {n[:-len(bv.TWIN_SUFFIX)]: t for n, t in ms.items() if n in twins}
     ms = {n: t for n, t in ms.items() if n in runners}
     not_available.update({n: why for n, why in failed.items() if n in runners})
@@ -664,6 +679,7 @@ def run_variant_row(cell: "bv.VariantCell", ours: List[str], peers: List[str], i
     row = bv.row_record(cell, list(ours) + row_peers, ms, not_available)
     row["params"].update(side_values)
     row["peers"] = row_peers
+    row["gpu"] = gpu
     if args.check:
         try:
             row["check"] = check_variant(cell, inputs, runners, layouts, side_values,
@@ -676,7 +692,7 @@ def run_variant_row(cell: "bv.VariantCell", ours: List[str], peers: List[str], i
 
 
 def run_variants(args, names: List[str], dtype, device, flex, flex_note: str, meta: dict,
-                 flusher) -> int:
+                 flusher, telemetry: Optional["bt.Telemetry"] = None) -> int:
     """The variant table: every row timed, printed as it finishes; then the summary, the check
     table (--check) and the JSON (--json)."""
     ours = [n for n in names if n not in PEERS]
@@ -719,7 +735,8 @@ def run_variants(args, names: List[str], dtype, device, flex, flex_note: str, me
             twin_inputs = (inputs if twin.shape_key() == inputs_key else
                            make_variant_inputs(twin, dtype, device, seed=args.seed + i))
         row, twin_ms = run_variant_row(cell, ours, peers, inputs, args, dtype, device, flusher,
-                                       flex, seed=args.seed, twin=twin, twin_inputs=twin_inputs)
+                                       flex, seed=args.seed, twin=twin, twin_inputs=twin_inputs,
+                                       telemetry=telemetry)
         twin_inputs = None
         bv.add_ratios(row, rows, ours)
         bv.add_paired_ratios(row, twin, twin_ms, rows)
@@ -728,7 +745,7 @@ def run_variants(args, names: List[str], dtype, device, flex, flex_note: str, me
     inputs = None
     totals = bv.variant_summary(rows, ours)
     print()
-    print("\n".join(bv.summary_lines(totals)))
+    print("\n".join(bv.summary_lines(totals) + bt.clock_summary(rows, lambda r: r["label"])))
     notes = (flex.notes if flex is not None else [])
     if notes:
         meta["notes"] = list(notes)
@@ -789,8 +806,24 @@ def main(argv: Optional[List[str]] = None) -> int:
         return run_decode(args, build_decode_grid(args), [n for n in names if n not in PEERS],
                           [n for n in names if n in PEERS], dtype, device, meta,
                           L2Flusher(device))
-    if args.variants is not None:
-        return run_variants(args, names, dtype, device, flex, flex_note, meta, L2Flusher(device))
+    telemetry = bt.start_for(device)
+    meta["gpu_telemetry"] = ({"query": bt.QUERY, "period_ms": bt.PERIOD_MS} if telemetry.active
+                             else {"why_not": telemetry.why_not})
+    try:
+        if args.variants is not None:
+            return run_variants(args, names, dtype, device, flex, flex_note, meta,
+                                L2Flusher(device), telemetry)
+        return run_dense(args, names, dtype, device, flex, flex_note, meta, telemetry)
+    finally:
+        telemetry.stop()
+
+
+def run_dense(args, names: List[str], dtype, device, flex, flex_note: str, meta: dict,
+              telemetry: "bt.Telemetry") -> int:
+    """The dense grid: every cell timed, printed as it finishes; the geometric means, the clock
+    telemetry, the check table (--check), the JSON (--json) and the plot (--plot)."""
+    from ._bench_timing import L2_FLUSH_BYTES, L2Flusher
+
     grid = build_grid(args)
     print(f"flashattn.bench: {meta['device']}, torch {meta['torch']}, cuDNN {meta['cudnn']}, "
           f"flashattn {meta['flashattn']}, {args.dtype}, {len(grid)} cells")
@@ -805,11 +838,15 @@ def main(argv: Optional[List[str]] = None) -> int:
     flusher = L2Flusher(device)
     rows = []
     for i, cell in enumerate(grid):
-        row = run_cell(cell, names, args, dtype, device, flusher, flex, seed=args.seed + i)
+        row = run_cell(cell, names, args, dtype, device, flusher, flex, seed=args.seed + i,
+                       telemetry=telemetry)
         rows.append(row)
         print(row_line(row, names), flush=True)
     totals = summary(rows, names)
     print(summary_line(totals, names))
+    clock_lines = bt.clock_summary(rows, cell_label)
+    if clock_lines:
+        print("\n".join(clock_lines))
     notes = not_available_notes(rows)
     if notes:
         print("\n".join(["", "Not available:"] + notes))

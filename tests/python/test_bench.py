@@ -140,3 +140,5 @@ def test_short_run_on_gpu(tmp_path):
             assert (row[peer] or 0) > 0 or row["na"].get(peer), (peer, row)
     assert data["rows"][0]["cudnn"] > 0, data["rows"][0]["na"]  # not GQA: cuDNN runs it
     assert "geometric mean" in r.stdout
+    assert "query" in data["meta"]["gpu_telemetry"], data["meta"]["gpu_telemetry"]
+    assert all("gpu" in row for row in data["rows"]) and "GPU clock telemetry" in r.stdout

@@ -6,6 +6,7 @@ GPU."""
 import itertools
 import json
 import math
+import sys
 
 import numpy as np
 import pytest
@@ -540,15 +541,27 @@ def test_variant_driver_on_cpu(monkeypatch, tmp_path, capsys):
                              "--json", str(path)])
     meta = {"device": "cpu", "torch": torch.__version__, "cudnn": None, "flashattn": "test"}
     flusher = _bench_timing.L2Flusher(torch.device("cpu"), nbytes=1 << 20)
-    rc = bench.run_variants(args, ["cpu-flash", "cudnn", "flex"], torch.bfloat16,
-                            torch.device("cpu"), None, "", meta, flusher)
+    from flashattn import _bench_telemetry as bt
+
+    # a fake nvidia-smi, every millisecond: the rows' spans and the table's MHz column
+    sampler = bt.Telemetry([sys.executable, "-c", "import time\nwhile True:\n"
+                            "    print('1755, 63, 699.8, 0x4', flush=True); time.sleep(0.001)"])
+    sampler.start()
+    try:
+        rc = bench.run_variants(args, ["cpu-flash", "cudnn", "flex"], torch.bfloat16,
+                                torch.device("cpu"), None, "", meta, flusher, sampler)
+    finally:
+        sampler.stop()
     assert rc == 0
     out = capsys.readouterr().out
+    assert "MHz" in out and "GPU clock telemetry (" in out and "sw_power_cap" in out
     assert "window (16, 0)" in out and "varlen 3 seqs" in out and "max|O - O_ref|" in out
     data = json.loads(path.read_text())
     rows = data["rows"]
     assert [r["variant"] for r in rows].count("dense") == 2 and len(rows) == 12
+    assert any(r["gpu"]["samples"] > 0 for r in rows)
     for r in rows:
+        assert r["gpu"]["samples"] > 0 or "no sample" in r["gpu"]["why_not"], r["gpu"]
         assert r["status"]["cpu-flash"] == "ok", (r["label"], r["na"])
         assert r["tflops"]["cpu-flash"] > 0
         assert r["check"]["max_abs_err"]["cpu-flash"] <= 2 * r["check"]["floor"] + 1e-2, r
@@ -597,3 +610,6 @@ def test_short_variant_run_on_gpu(tmp_path):
                 assert c["max_abs_err"][name] < 4 * c["floor"] + 1e-3, (row["label"], name, c)
                 assert row["speedup_vs_flex"][name] > 0
     assert "vs flex, geometric mean" in r.stdout
+    # nvidia-smi is on the GPU machine: the telemetry ran (a row may be too short for a sample)
+    assert "query" in data["meta"]["gpu_telemetry"], data["meta"]["gpu_telemetry"]
+    assert "GPU clock telemetry" in r.stdout
