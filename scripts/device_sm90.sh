@@ -3,14 +3,19 @@
 # (each under a timeout: a wrong mbarrier count traps after ~1 s rather than hanging), the sm90
 # tests (primitives and every flash-sm90 case of the GPU grids), then optional stages.
 #   bash scripts/device_sm90.sh [STAGES]
-# STAGES: comma-separated from build,smoke,test,alltest,tune,sanitize,decodecheck,decode,bench
-# (default build,smoke,test). test runs the ctest names matching TEST_FILTER (default the sm90
+# STAGES: comma-separated from build,smoke,test,alltest,tune,sanitize,decodecheck,decode,bench,
+# variants (default build,smoke,test). test runs the ctest names matching TEST_FILTER (default the sm90
 # ones); tune runs tools/tune_sm90 (TUNE_SEQLENS, default 4096 16384; TUNE_HEAD_DIMS="64" for
 # some head dims only); decode runs flash-decode's tests
 # under compute-sanitizer and the decode benchmark (scripts/device_python.sh install,decode with
 # DECODE_ARGS); decodecheck runs only the sanitizer part.
-# Logs go to $OUT (or ./device-out). Prepare the carried GoogleTest first: scripts/prepare_device.sh.
+# bench runs the Python side-by-side benchmark (BENCH_ARGS; JSON and plot), variants its variant
+# table (VARIANTS_ARGS, e.g. "--backends flash-sm90 --head-dims 128 --seqlens 16384"). Results go
+# to $OUT (or ./device-out); the logs are packed into logs.tgz at the end (the device tool returns
+# at most 8 files). Prepare the carried GoogleTest first: scripts/prepare_device.sh.
 set -uo pipefail
+source scripts/env.sh 2>/dev/null  # nvcc on PATH (the pip builds)
+export CMAKE_BUILD_PARALLEL_LEVEL=$(nproc)
 stages=${1:-build,smoke,test}
 has() { [[ ",$stages," == *",$1,"* ]]; }
 out=${OUT:-$PWD/device-out}
@@ -132,9 +137,23 @@ if has bench; then
   start=$(date +%s)
   python3 -m pip install -q --no-build-isolation --no-deps . > "$out/pip.log" 2>&1 ||
     { note "pip install failed"; tail -20 "$out/pip.log"; }
-  (cd /tmp && timeout 500 python3 -m flashattn.bench ${BENCH_ARGS:-} --json "$out/bench.json") \
-    > "$out/bench.txt" 2> "$out/bench.err"
+  # shellcheck disable=SC2086
+  (cd /tmp && timeout ${BENCH_TIMEOUT:-400} python3 -m flashattn.bench ${BENCH_ARGS:-} \
+    --json "$out/bench.json" --plot "$out/bench.png") > "$out/bench.txt" 2> "$out/bench.err"
   note "bench: rc=$? in $(( $(date +%s) - start )) s"
   cat "$out/bench.txt"
 fi
+
+if has variants; then
+  start=$(date +%s)
+  has bench || python3 -m pip install -q --no-build-isolation --no-deps . > "$out/pip.log" 2>&1 ||
+    { note "pip install failed"; tail -20 "$out/pip.log"; }
+  # shellcheck disable=SC2086
+  (cd /tmp && timeout ${VARIANTS_TIMEOUT:-300} python3 -m flashattn.bench --variants \
+    ${VARIANTS_ARGS:-} --json "$out/variants.json") > "$out/variants.txt" 2> "$out/variants.err"
+  note "variants: rc=$? in $(( $(date +%s) - start )) s"
+  cat "$out/variants.txt"
+fi
+(cd "$out" && ls ./*.log ./*.err > /dev/null 2>&1 && tar -czf logs.tgz ./*.log ./*.err &&
+  rm -f ./*.log ./*.err)
 echo; cat "$summary"
