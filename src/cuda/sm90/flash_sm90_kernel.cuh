@@ -362,6 +362,51 @@ __device__ __forceinline__ void issue_pv(float (&o)[Cfg::kPvSplits][Cfg::kPvN / 
   ptx::wgmma_commit();
 }
 
+// The register epilogue: O / l of the warp's rows (lane_row and lane_row + 8, finalize_row of
+// their running max and sum) straight from the accumulator to global memory, 16 bytes per lane
+// and store: the quad's 4 lanes hold a row's 4 column pairs of each n-tile and exchange them
+// (quad_transpose), so lane t stores n-tile 4 q + t of each 32-column group q. Four 4-byte
+// stores per n-tile (8 rows x 16 bytes a warp instruction) made the epilogue 2200 clocks at
+// d128 16k and 4000 at 512, with the tensor cores idle (clock64 trace of block 0; a work tile
+// of 512 keys took 22200). The LSE per row, from the quad's lane 0.
+template <typename T, class Cfg>
+__device__ __forceinline__ void store_o_rows(const KernelArgs& args, const BlockCoords& c,
+                                             std::int64_t seqlen_q, float* lse_gmem,
+                                             int lane_row, int tq,
+                                             const Fragment<1, Cfg::kDTiles>& o_frag,
+                                             const float (&row_max)[2], const float (&row_sum)[2],
+                                             float sink) {
+  constexpr int kDTiles = Cfg::kDTiles;
+  static_assert(kDTiles % 4 == 0, "32-column groups");
+  T* o_gmem = static_cast<T*>(args.o) + c.b * args.o_stride[0] + c.q_row0 * args.o_stride[1] +
+              c.h * args.o_stride[2];
+#pragma unroll
+  for (int hh = 0; hh < 2; ++hh) {
+    const RowResult r =
+        finalize_row(row_max[hh], reduce_sum_lanes<4>(row_sum[hh]), sink, args.scale_log2);
+    const std::int64_t row_seq = lane_row + 8 * hh;
+    const bool in_rows = row_seq < seqlen_q;  // the quad's 4 lanes agree
+    T* row_gmem = o_gmem + row_seq * args.o_stride[1] + 8 * tq;
+#pragma unroll
+    for (int q = 0; q < kDTiles / 4; ++q) {
+      if (32 * q >= Cfg::kHeadDim) continue;  // d96: the zero columns
+      std::uint32_t w[4];
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        const int dt = 4 * q + j;
+        w[j] = ptx::pack2<T>(o_frag[0][dt][2 * hh] * r.inv, o_frag[0][dt][2 * hh + 1] * r.inv);
+      }
+      quad_transpose(w, tq);
+      if (in_rows) {
+        *reinterpret_cast<uint4*>(row_gmem + 32 * q) = make_uint4(w[0], w[1], w[2], w[3]);
+      }
+    }
+    if (in_rows && lse_gmem != nullptr && tq == 0) {
+      lse_gmem[row_seq * args.lse_stride[2]] = r.lse;
+    }
+  }
+}
+
 // One consumer warpgroup on one work tile: 64 query rows through every key tile, then the
 // output, once the caller has waited for the work tile's Q (q_full). ring: the ring position
 // of its first key tile.
@@ -625,41 +670,224 @@ __device__ __forceinline__ void consume(const KernelArgs& args, const Smem<Cfg>&
     __syncwarp();  // every lane's read of the warp's rows is done
     release_q();
   } else {
-    // O / l straight from the accumulator to global memory, 16 bytes per lane and store: the
-    // quad's 4 lanes hold a row's 4 column pairs of each n-tile and exchange them
-    // (quad_transpose), so lane t stores n-tile 4 q + t of each 32-column group q. Four 4-byte
-    // stores per n-tile (8 rows x 16 bytes a warp instruction) made the epilogue 2200 clocks at
-    // d128 16k and 4000 at 512, with the tensor cores idle (clock64 trace of block 0; a work
-    // tile of 512 keys took 22200). Q's shared memory is already the producer's again
-    // (release_q), which loads the next work tile's Q while this one finishes.
-    static_assert(kDTiles % 4 == 0, "32-column groups");
-    T* o_gmem = static_cast<T*>(args.o) + c.b * args.o_stride[0] + c.q_row0 * args.o_stride[1] +
-                c.h * args.o_stride[2];
+    store_o_rows<T, Cfg>(args, c, seqlen_q, lse_gmem, lane_row, tq, o_frag, row_max[0],
+                         row_sum[0], sink);
+  }
+}
+
+// The dense kernel's consumer warpgroup with Cfg::kOverlapTiles: one loop over the key tiles of
+// every work tile the block takes, so a work tile boundary costs what a key tile does. At the
+// end of work tile k (its last softmax done, its row statistics final) the consumer takes round
+// k + 1's tile and Q (q_full) and issues that tile's first S together with tile k's last P V in
+// one turn, as the key-tile loop issues S_j with P_{j-1} V_{j-1}; the new tile's first softmax
+// runs under tile k's last product, and tile k's O is stored once that product is done (its
+// finalize from the statistics saved before the new tile's softmax reset them). A tile without
+// key tiles (causal rows before the diagonal's start) or the block's last tile end the old way.
+// Turns: the first S of the block's first tile, one per key tile after it, the last P V of the
+// block's last tile, in the same order in every consumer (they see the same tiles).
+template <typename T, class Cfg>
+__device__ __forceinline__ void consume_overlapped(const KernelArgs& args, const Smem<Cfg>& sm,
+                                                   const Work& work, int consumer) {
+  constexpr int kBlockN = Cfg::kBlockN, kNTiles = Cfg::kNTiles, kDTiles = Cfg::kDTiles;
+  const int ct = ptx::thread_index_x() - Cfg::kWarpgroup;
+  const int t = ct % Cfg::kWarpgroup;
+  const int warp = t / 32, lane = t % 32, g = lane / 4, tq = lane % 4;
+  const int wg_row = consumer * Cfg::kConsumerRows;
+  const MaskRule32 rule =
+      MaskRule32::make(args.seqlen_q, args.seqlen_k, -1, args.window_right, false);
+
+  float row_max[1][2], row_sum[1][2], alpha[1][2];
+  constexpr int kPvN = Cfg::kPvN;
+  Fragment<1, kDTiles> o_frag;
+  float(&o)[Cfg::kPvSplits][kPvN / 2] =
+      reinterpret_cast<float(&)[Cfg::kPvSplits][kPvN / 2]>(o_frag);
+  auto zero_o = [&] {
+#pragma unroll
+    for (int h = 0; h < Cfg::kPvSplits; ++h) {
+#pragma unroll
+      for (int i = 0; i < kPvN / 2; ++i) o[h][i] = 0.0f;
+    }
+  };
+  auto reset_rows = [&] {
 #pragma unroll
     for (int hh = 0; hh < 2; ++hh) {
-      const RowResult r = finalize_row(row_max[0][hh], reduce_sum_lanes<4>(row_sum[0][hh]), sink,
-                                       args.scale_log2);
-      const std::int64_t row_seq = lane_row + 8 * hh;
-      const bool in_rows = row_seq < seqlen_q;  // the quad's 4 lanes agree
-      T* row_gmem = o_gmem + row_seq * args.o_stride[1] + 8 * tq;
+      row_max[0][hh] = -INFINITY;
+      row_sum[0][hh] = 0.0f;
+    }
+  };
+  auto q_desc_of = [&](int q_buf) {
+    return ptx::sw128_k_major_desc(sm.q(q_buf) + wg_row * Cfg::kRowBytes);
+  };
+  auto release = [&](std::uint32_t bar_smem) {
+    if (lane == 0) ptx::mbarrier_arrive(bar_smem);
+  };
+  auto softmax = [&](Fragment<1, kNTiles>& s_frag, const BlockCoords& c, int n0) {
+    if (rule.tile_needs_mask(c.m0 + wg_row, Cfg::kConsumerRows, n0, kBlockN)) {
+      mask_fragment<1, kNTiles>(s_frag, rule, c.m0 + wg_row + 16 * warp + g, n0, tq);
+    }
+    return softmax_update<1, kNTiles>(s_frag, row_max, row_sum, alpha, args.scale_log2);
+  };
+  std::uint32_t p[Cfg::kNSteps][4];
+  auto pack_p = [&](const float(&s_acc)[kBlockN / 2]) {
 #pragma unroll
-      for (int q = 0; q < kDTiles / 4; ++q) {
-        if (32 * q >= Cfg::kHeadDim) continue;  // d96: the zero columns
-        std::uint32_t w[4];
+    for (int ks = 0; ks < Cfg::kNSteps; ++ks) {
 #pragma unroll
-        for (int j = 0; j < 4; ++j) {
-          const int dt = 4 * q + j;
-          w[j] = ptx::pack2<T>(o_frag[0][dt][2 * hh] * r.inv, o_frag[0][dt][2 * hh + 1] * r.inv);
-        }
-        quad_transpose(w, tq);
-        if (in_rows) {
-          *reinterpret_cast<uint4*>(row_gmem + 32 * q) = make_uint4(w[0], w[1], w[2], w[3]);
-        }
-      }
-      if (in_rows && lse_gmem != nullptr && tq == 0) {
-        lse_gmem[row_seq * args.lse_stride[2]] = r.lse;
+      for (int r = 0; r < 4; ++r) {
+        p[ks][r] = ptx::pack2<T>(s_acc[ptx::acc_index_of_a(ks, r, 0)],
+                                 s_acc[ptx::acc_index_of_a(ks, r, 1)]);
       }
     }
+  };
+  auto fence_p_o = [&] {
+#pragma unroll
+    for (int ks = 0; ks < Cfg::kNSteps; ++ks) ptx::fence_operands(p[ks]);
+#pragma unroll
+    for (int h = 0; h < Cfg::kPvSplits; ++h) ptx::fence_operands(o[h]);
+  };
+  constexpr int kPair = 2 * Cfg::kWarpgroup;
+  const int next_consumer = consumer == Cfg::kConsumers - 1 ? 0 : consumer + 1;
+  auto turn_begin = [&] {
+    if constexpr (Cfg::kPingPong) ptx::named_barrier_sync(kTurnBarrier + consumer, kPair);
+  };
+  auto turn_end = [&] {
+    if constexpr (Cfg::kPingPong) ptx::named_barrier_arrive(kTurnBarrier + next_consumer, kPair);
+  };
+  // Round k's tile (false past the last one), as the kernel's loop takes it.
+  auto fetch = [&](int k, BlockCoords* c) {
+    const bool counted = work.tile_counter != nullptr;
+    const RingSlot<Cfg::kQBuffers> qr = RingSlot<Cfg::kQBuffers>::at(k);
+    unsigned next =
+        counted ? 0u : TileScheduler::dealt(k, ptx::block_index_x(), ptx::grid_dim_x());
+    if (counted) {
+      wait_or_trap(sm.q_full(qr.stage), qr.parity);
+      if (lane == 0) next = ptx::ld_shared_u32(sm.tile_slot(qr.stage));
+      next = __shfl_sync(0xffffffffu, next, 0);
+    }
+    if (next >= static_cast<unsigned>(work.tiles)) return false;
+    *c = block_coords<Cfg, false>(args, work, static_cast<int>(next));
+    if (!counted) wait_or_trap(sm.q_full(qr.stage), qr.parity);
+    return true;
+  };
+  float* const lse_base = args.lse;
+  auto store = [&](const BlockCoords& c, const float (&m)[2], const float (&l)[2]) {
+    float* lse_gmem = lse_base == nullptr ? nullptr
+                                          : lse_base + c.b * args.lse_stride[0] +
+                                                c.h * args.lse_stride[1] +
+                                                c.q_row0 * args.lse_stride[2];
+    store_o_rows<T, Cfg>(args, c, args.seqlen_q, lse_gmem, c.m0 + wg_row + 16 * warp + g, tq,
+                         o_frag, m, l, -INFINITY);
+  };
+
+  BlockCoords c;
+  if (!fetch(0, &c)) return;
+  int k = 0, ring = 0;
+  bool started = false;  // c's first S issued, softmaxed and packed into p (the handover)
+  for (;;) {
+    const int q_buf = RingSlot<Cfg::kQBuffers>::at(k).stage;
+    const int tiles = c.n_tiles;
+    const std::uint64_t q_desc = q_desc_of(q_buf);
+    if (!started) {
+      reset_rows();
+      zero_o();
+      if (tiles > 0) {  // the first S, waited for, and its softmax
+        Fragment<1, kNTiles> s_frag;
+        float(&s_acc)[kBlockN / 2] = reinterpret_cast<float(&)[kBlockN / 2]>(s_frag);
+        const RingSlot<Cfg::kStages> first = RingSlot<Cfg::kStages>::at(ring);
+        wait_or_trap(sm.k_full(first.stage), first.parity);
+        ptx::fence_operands(s_acc);
+        turn_begin();
+        ptx::wgmma_fence();
+        issue_qk<T, Cfg>(s_acc, q_desc, sm.k(first.stage));
+        turn_end();
+        ptx::wgmma_wait<0>();
+        ptx::fence_operands(s_acc);
+        release(sm.k_empty(first.stage));
+        if (tiles == 1) release(sm.q_empty(q_buf));
+        softmax(s_frag, c, c.key_first);
+        pack_p(s_acc);
+      } else {
+        release(sm.q_empty(q_buf));
+      }
+    }
+    for (int it = 1; it < tiles; ++it) {  // as consume's key-tile loop
+      const RingSlot<Cfg::kStages> cur = RingSlot<Cfg::kStages>::at(ring + it);
+      const RingSlot<Cfg::kStages> before = RingSlot<Cfg::kStages>::at(ring + it - 1);
+      const int n0 = c.key_first + it * kBlockN;
+      Fragment<1, kNTiles> s_frag;
+      float(&s_acc)[kBlockN / 2] = reinterpret_cast<float(&)[kBlockN / 2]>(s_frag);
+      wait_or_trap(sm.k_full(cur.stage), cur.parity);
+      wait_or_trap(sm.v_full(before.stage), before.parity);
+      ptx::fence_operands(s_acc);
+      fence_p_o();
+      turn_begin();
+      ptx::wgmma_fence();
+      issue_qk<T, Cfg>(s_acc, q_desc, sm.k(cur.stage));
+      issue_pv<T, Cfg>(o, p, sm.v(before.stage));
+      turn_end();
+      ptx::wgmma_wait<1>();
+      ptx::fence_operands(s_acc);
+      release(sm.k_empty(cur.stage));
+      if (it == tiles - 1) release(sm.q_empty(q_buf));
+      const bool moved = softmax(s_frag, c, n0);
+      ptx::wgmma_wait<0>();
+      fence_p_o();
+      release(sm.v_empty(before.stage));
+      pack_p(s_acc);
+      rescale_fragment<1, kDTiles>(o_frag, alpha, moved);
+    }
+
+    // The end of tile c: take round k + 1's tile, then its first S with c's last P V.
+    BlockCoords nc;
+    const bool has_next = fetch(k + 1, &nc);
+    started = false;
+    if (tiles > 0) {
+      const float m[2] = {row_max[0][0], row_max[0][1]}, l[2] = {row_sum[0][0], row_sum[0][1]};
+      const RingSlot<Cfg::kStages> last = RingSlot<Cfg::kStages>::at(ring + tiles - 1);
+      wait_or_trap(sm.v_full(last.stage), last.parity);
+      if (has_next && nc.n_tiles > 0) {
+        const int next_q_buf = RingSlot<Cfg::kQBuffers>::at(k + 1).stage;
+        const RingSlot<Cfg::kStages> first = RingSlot<Cfg::kStages>::at(ring + tiles);
+        Fragment<1, kNTiles> s_frag;
+        float(&s_acc)[kBlockN / 2] = reinterpret_cast<float(&)[kBlockN / 2]>(s_frag);
+        wait_or_trap(sm.k_full(first.stage), first.parity);
+        ptx::fence_operands(s_acc);
+        fence_p_o();
+        turn_begin();
+        ptx::wgmma_fence();
+        issue_qk<T, Cfg>(s_acc, q_desc_of(next_q_buf), sm.k(first.stage));
+        issue_pv<T, Cfg>(o, p, sm.v(last.stage));
+        turn_end();
+        ptx::wgmma_wait<1>();
+        ptx::fence_operands(s_acc);
+        release(sm.k_empty(first.stage));
+        if (nc.n_tiles == 1) release(sm.q_empty(next_q_buf));
+        reset_rows();
+        softmax(s_frag, nc, nc.key_first);  // O is tile c's until stored: no rescale
+        ptx::wgmma_wait<0>();
+        fence_p_o();
+        release(sm.v_empty(last.stage));
+        store(c, m, l);
+        zero_o();
+        pack_p(s_acc);
+        started = true;
+      } else {
+        fence_p_o();
+        turn_begin();
+        ptx::wgmma_fence();
+        issue_pv<T, Cfg>(o, p, sm.v(last.stage));
+        turn_end();
+        ptx::wgmma_wait<0>();
+        fence_p_o();
+        release(sm.v_empty(last.stage));
+        store(c, m, l);
+      }
+    } else {
+      store(c, row_max[0], row_sum[0]);  // no key: O = 0, LSE = -inf
+    }
+    if (!has_next) return;
+    ring += tiles;
+    c = nc;
+    ++k;
   }
 }
 
@@ -716,6 +944,9 @@ flash_sm90_kernel(const __grid_constant__ KernelArgs args,
     int ring = 0;
     // One loop counter (the tile is rederived from it): the variant kernel's consumers sit at
     // their 240-register limit, and the second counter spilled.
+    if constexpr (Cfg::kOverlapTiles && !kVariants) {
+      sm90::consume_overlapped<T, Cfg>(args, sm, work, warpgroup - 1);
+    } else {
     for (int k = 0;; ++k) {
       // Every round with a tile waits for its q_full, also without key tiles: a skipped wait
       // would let the next round's wait pass on this round's phase. The round past the last
@@ -742,6 +973,7 @@ flash_sm90_kernel(const __grid_constant__ KernelArgs args,
       if (!counted) sm90::wait_or_trap(sm.q_full(qr.stage), qr.parity);
       sm90::consume<T, Cfg, kVariants>(args, sm, c, warpgroup - 1, ring, qr.stage);
       ring += c.n_tiles;
+    }
     }
     // The turn the last consumer handed on after its last one (consume). The warpgroup read
     // afresh: held across the loop, it spilled the N176 kernels (8-80 bytes).
