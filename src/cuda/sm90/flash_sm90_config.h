@@ -150,10 +150,10 @@ template <> struct Sm90ConfigFor<64>  {
   using type = Sm90Config<64, 128, 2, true, kPingPongFrom, 3>;  // 89 KB, 3 consumers
 };
 template <> struct Sm90ConfigFor<96>  {
-  using type = Sm90Config<96, 176, 2, true, kPingPongFrom, 2, 1, true>;  // 209 KB, overlapped
+  using type = Sm90Config<96, 176, 2, true, kPingPongFrom>;  // 209 KB
 };
 template <> struct Sm90ConfigFor<128> {
-  using type = Sm90Config<128, 176, 2, true, kPingPongFrom, 2, 1, true>;  // 209 KB, overlapped
+  using type = Sm90Config<128, 176, 2, true, kPingPongFrom>;  // 209 KB
 };
 template <> struct Sm90ConfigFor<192> { using type = Sm90Config<192, 96, 2>; };  // 193 KB
 template <> struct Sm90ConfigFor<256> { using type = Sm90Config<256, 80, 2>; };  // 225 KB
@@ -169,10 +169,10 @@ template <> struct Sm90ConfigFor<256> { using type = Sm90Config<256, 80, 2>; }; 
 template <int kHeadDim>
 struct Sm90ShortConfigFor { using type = typename Sm90ConfigFor<kHeadDim>::type; };
 template <> struct Sm90ShortConfigFor<64> {
-  using type = Sm90Config<64, 128, 2, true, kPingPongFrom, 2, 1, true>;  // 81 KB, overlapped
+  using type = Sm90Config<64, 128, 2, true, kPingPongFrom>;  // 81 KB
 };
 template <> struct Sm90ShortConfigFor<128> {
-  using type = Sm90Config<128, 128, 2, true, kPingPongFrom, 2, 1, true>;  // 161 KB, overlapped
+  using type = Sm90Config<128, 128, 2, true, kPingPongFrom>;  // 161 KB
 };
 
 // A tile shape as sm90_short_tiles_pay weighs it: rows and keys per tile, and its rate per
