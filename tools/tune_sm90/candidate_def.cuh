@@ -22,8 +22,7 @@ Candidate make_candidate() {
                      (Cfg::kPingPong && Cfg::kPingPongMinTiles > 0
                           ? ">=" + std::to_string(Cfg::kPingPongMinTiles) + "tiles"
                           : "") +
-                     (Cfg::kQBuffers > 1 ? " Qx" + std::to_string(Cfg::kQBuffers) : "") +
-                     (Cfg::kOverlapTiles ? " overlap" : "");
+                     (Cfg::kQBuffers > 1 ? " Qx" + std::to_string(Cfg::kQBuffers) : "");
   return {Cfg::kHeadDim, name, &launch_sm90<Cfg>,
           reinterpret_cast<const void*>(&cuda::flash_sm90_kernel<__nv_bfloat16, Cfg, false>),
           Cfg::kThreads, Cfg::kSmemBytes};

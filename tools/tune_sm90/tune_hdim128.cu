@@ -7,9 +7,6 @@ void add_hdim128(std::vector<Candidate>* out) {
   out->push_back(make_candidate<Sm90Config<128, 128, 2, true>>());
   out->push_back(make_candidate<Sm90Config<128, 176, 2, true>>());
   //                                      d    N  stages ping-pong from consumers Q buffers
-  //                                      overlapped work tiles
-  out->push_back(make_candidate<Sm90Config<128, 128, 2, true, 0, 2, 1, true>>());
-  out->push_back(make_candidate<Sm90Config<128, 128, 2, true, 0, 2, 2, true>>());
-  out->push_back(make_candidate<Sm90Config<128, 176, 2, true, 0, 2, 1, true>>());
+  out->push_back(make_candidate<Sm90Config<128, 128, 2, true, 0, 2, 2>>());
 }
 }  // namespace flashattn::tune

@@ -8,9 +8,6 @@ void add_hdim64(std::vector<Candidate>* out) {
   out->push_back(make_candidate<Sm90Config<64, 128, 2, true, kPingPongFrom>>());
   out->push_back(make_candidate<Sm90Config<64, 128, 2, true, kPingPongFrom, 3>>());
   //                                     d    N  stages ping-pong from   consumers Q buffers
-  //                                     overlapped work tiles
-  out->push_back(make_candidate<Sm90Config<64, 128, 2, true, kPingPongFrom, 3, 1, true>>());
-  out->push_back(make_candidate<Sm90Config<64, 128, 2, true, kPingPongFrom, 3, 2, true>>());
-  out->push_back(make_candidate<Sm90Config<64, 128, 2, true, kPingPongFrom, 2, 1, true>>());
+  out->push_back(make_candidate<Sm90Config<64, 128, 2, true, kPingPongFrom, 3, 2>>());
 }
 }  // namespace flashattn::tune

@@ -25,8 +25,7 @@
 namespace flashattn::cuda {
 
 template <int kHeadDim_, int kBlockN_, int kStages_, bool kPingPong_ = false,
-          int kPingPongMinTiles_ = 0, int kConsumers_ = 2, int kQBuffers_ = 1,
-          bool kOverlapTiles_ = false>
+          int kPingPongMinTiles_ = 0, int kConsumers_ = 2, int kQBuffers_ = 1>
 struct Sm90Config {
   static constexpr int kHeadDim = kHeadDim_;
   // The consumer warpgroups take turns issuing their products (flash_sm90_kernel.cuh) on work
@@ -52,12 +51,6 @@ struct Sm90Config {
   // candidate (tools/tune_sm90) where the shared memory has room: d64 (113 KB), d128 N128
   // (193 KB); not d128 N176 (241 KB) or d256.
   static constexpr int kQBuffers = kQBuffers_;
-  // The dense kernel's consumers run one loop over the key tiles of all their work tiles: the
-  // next work tile's first S = Q K^T is issued with this one's last P V (one turn), its softmax
-  // runs under that product, and this tile's O is stored after it (consume_overlapped). Without
-  // it each work tile starts with an S, waited for, and a softmax of its own, and ends with a
-  // P V alone and the epilogue. A tuner candidate; the variant kernel keeps the per-tile order.
-  static constexpr bool kOverlapTiles = kOverlapTiles_;
 
   static constexpr int kWarpgroup = 128;  // threads
   static constexpr int kThreads = (1 + kConsumers) * kWarpgroup;
@@ -103,8 +96,6 @@ struct Sm90Config {
 
   static_assert(kConsumers == 2 || kConsumers == 3, "two or three consumer warpgroups");
   static_assert(kQBuffers == 1 || kQBuffers == 2, "one or two Q buffers");
-  static_assert(!kOverlapTiles || kPingPongMinTiles <= 1,
-                "overlapped work tiles take their turns on every tile");
   static_assert(kQBuffers == 1 || !kVariantStagedEpilogue,
                 "the staged epilogue writes O through the one Q buffer");
   static_assert(kHeadDim % 16 == 0, "head dim must be a multiple of 16");
