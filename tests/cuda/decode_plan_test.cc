@@ -41,8 +41,12 @@ TEST(DecodePlan, WaveRuleOnTheH200Grid) {
   EXPECT_EQ(decode_splits(decode_params(8, 32, 8, 8192), kH200Sms), 4);
   // batch 1 x 128k: 8 blocks; 32 splits of 64 key tiles make 256 blocks, one wave.
   EXPECT_EQ(decode_splits(decode_params(1, 32, 8, 131072), kH200Sms), 32);
-  // batch 1 x 8k: 128 key tiles allow at most 32 splits of 4; 31 is within 5% of 32's time.
-  EXPECT_EQ(decode_splits(decode_params(1, 32, 8, 8192), kH200Sms), 31);
+  // batch 1 x 8k: 128 key tiles allow at most 32 splits of 4. 31 splits would take 5 tiles
+  // each (26 of them with work): 25% longer, which the rule up to v6 (waves / s) did not see.
+  EXPECT_EQ(decode_splits(decode_params(1, 32, 8, 8192), kH200Sms), 32);
+  // 1000 tiles (64k keys), 8 blocks: 33 splits of 31 tiles fill 264 slots; 32 splits also take
+  // 32 tiles each (within 5%) and are fewer.
+  EXPECT_EQ(decode_splits(decode_params(1, 32, 8, 64000), kH200Sms), 32);
   // batch 128 x 1k, 64/8 heads: 1024 blocks, 3.9 waves whole: one split.
   EXPECT_EQ(decode_splits(decode_params(128, 64, 8, 1024), kH200Sms), 1);
 }
@@ -66,6 +70,9 @@ TEST(DecodePlan, Bounds) {
         EXPECT_LE(n, kMaxSplits);
         if (n > 1) {
           EXPECT_GE(tiles / n, 4) << batch << " x " << cache << " on " << sms;
+          // every split has a key tile: ceil(tiles / n) per split, n of them reach the end
+          const std::int64_t per_split = (tiles + n - 1) / n;
+          EXPECT_GT(tiles, (n - 1) * per_split) << batch << " x " << cache << " on " << sms;
         }
       }
     }

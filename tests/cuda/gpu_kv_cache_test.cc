@@ -1,6 +1,6 @@
 // flash-decode (the GPU KV-cache backend) against the float64 reference, through the verifier's
 // rule (verifier::judge, docs/testing.md) with the float32 CPU naive algorithm as the baseline:
-// contiguous and paged caches (pages 16, 64, 256), ragged cache_seqlens including 0, appended
+// contiguous and paged caches (pages 16, 48, 64, 80, 256), ragged cache_seqlens including 0, appended
 // tokens (the cache's new rows checked bit for bit; up to 16 appended by the attention kernel,
 // 37 by the append kernel), GQA ratios 1 to 8, causal, every split count
 // from 1 to more splits than key tiles, the variants, rows without keys; paged equals contiguous
@@ -297,6 +297,16 @@ std::vector<KvCase> cases() {
     add("bf16_paged" + std::to_string(page), [page](KvCase& c) {
       c.page_size = page; c.capacity = 1280; c.seqlen_q = 2; c.seqlen_new = 2; c.causal = true; });
   }
+  // Pages that are not a power of two and not a multiple of the kernel's 64-key tile: a tile
+  // spans pages, the split boundaries fall inside a page (the page cursor of the whole tiles
+  // starts there), at d256 (4 rows per copy pass) and d40 (chunks past head_dim).
+  add("bf16_paged48_splits3", [](KvCase& c) {
+    c.page_size = 48; c.capacity = 1296; c.num_splits = 3; });
+  add("bf16_d256_paged80_splits2", [](KvCase& c) {
+    c.head_dim = 256; c.heads = 4; c.page_size = 80; c.capacity = 1120; c.num_splits = 2; });
+  add("fp16_d40_paged48_two_tokens", [](KvCase& c) {
+    c.dtype = DType::kFP16; c.head_dim = 40; c.heads = 10; c.page_size = 48; c.capacity = 1296;
+    c.seqlen_q = 2; c.seqlen_new = 2; c.causal = true; c.num_splits = 4; });
   for (int splits : {1, 2, 3, 7, 40}) {  // 40: more splits than the 17 key tiles
     add("bf16_splits" + std::to_string(splits), [splits](KvCase& c) {
       c.num_splits = splits; c.page_size = 64; c.capacity = 1088; });
@@ -362,19 +372,21 @@ TEST(GpuKvCache, PagedEqualsContiguous) {
   for (int splits : {1, 4}) {
     KvCase c;
     c.name = "paged_vs_contiguous";
-    c.capacity = 1024;
+    c.capacity = 1152;  // 72 pages of 16, 24 of 48, 18 of 64
     c.seqlen_q = 2;
     c.seqlen_new = 2;
     c.causal = true;
     c.num_splits = splits;
     const KvData d = make_data(c);
     const GpuRun contiguous = run_gpu(c, d);
-    KvCase paged = c;
-    paged.page_size = 64;
-    const KvData dp = make_data(paged);  // same values (the streams do not depend on paging)
-    const GpuRun p = run_gpu(paged, dp);
-    EXPECT_TRUE(contiguous.result.out == p.result.out) << "splits " << splits;
-    EXPECT_TRUE(contiguous.result.lse == p.result.lse) << "splits " << splits;
+    for (std::int64_t page : {16, 48, 64}) {
+      KvCase paged = c;
+      paged.page_size = page;
+      const KvData dp = make_data(paged);  // same values (the streams do not depend on paging)
+      const GpuRun p = run_gpu(paged, dp);
+      EXPECT_TRUE(contiguous.result.out == p.result.out) << "splits " << splits << " page " << page;
+      EXPECT_TRUE(contiguous.result.lse == p.result.lse) << "splits " << splits << " page " << page;
+    }
   }
   KvCase c;
   const KvData d = make_data(c);

@@ -5,10 +5,11 @@ GPU time per call (CUDA events over the same calls): a call whose host time is t
 bound by the Python and C++ host path, not by the kernels. --timeline captures the step in a
 CUDA graph and replays it --steps times after an L2 flush each, under torch.profiler: each kernel's
 median duration and the median gaps between the step's kernels (what a launch costs inside a
-graph), beside the median span of the whole step.
+graph), beside the median span of the whole step; --flush-mib 1 leaves a cache that fits
+in L2 there.
 
     python3 tools/profile/decode_step.py [--batch 64] [--heads 32] [--kv-heads 8]
-        [--cache-len 8192] [--page 0] [--steps 5] [--timing | --timeline]
+        [--cache-len 8192] [--page 0] [--steps 5] [--timing | --timeline [--flush-mib 256]]
 """
 import argparse
 
@@ -27,6 +28,8 @@ def main() -> None:
     p.add_argument("--page", type=int, default=0, help="page size, 0: contiguous cache")
     p.add_argument("--num-splits", type=int, default=0)
     p.add_argument("--steps", type=int, default=5)
+    p.add_argument("--flush-mib", type=int, default=256,
+                   help="--timeline: MiB written before each replay (1: the cache stays in L2)")
     p.add_argument("--timing", action="store_true", help="host vs GPU time per call")
     p.add_argument("--timeline", action="store_true",
                    help="kernel durations and the gaps between them, graph replays")
@@ -55,8 +58,9 @@ def main() -> None:
         print_cprofile(step, a.steps)
         return
     if a.timeline:
-        print_timeline(step, a.steps, f"batch {a.batch} heads {a.heads}/{a.kv_heads} cache "
-                       f"{a.cache_len} page {a.page} splits {a.num_splits or 'auto'}")
+        print_timeline(step, a.steps, a.flush_mib,
+                       f"batch {a.batch} heads {a.heads}/{a.kv_heads} cache {a.cache_len} page "
+                       f"{a.page} splits {a.num_splits or 'auto'} flush {a.flush_mib} MiB")
         return
     if not a.timing:
         for _ in range(a.steps):
@@ -68,12 +72,12 @@ def main() -> None:
           f"host {host_us:.1f} us/call, GPU {gpu_us:.1f} us/call over {a.steps} calls")
 
 
-def print_timeline(step, steps: int, title: str) -> None:
+def print_timeline(step, steps: int, flush_mib: int, title: str) -> None:
     import statistics
 
     from torch.profiler import ProfilerActivity, profile
 
-    flush = torch.empty(256 << 20, dtype=torch.uint8, device="cuda")
+    flush = torch.empty(max(1, flush_mib) << 20, dtype=torch.uint8, device="cuda")
     step()  # the cache's first append, kernel images loaded
     torch.cuda.synchronize()
     graph = torch.cuda.CUDAGraph()

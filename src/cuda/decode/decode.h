@@ -55,8 +55,9 @@ struct DecodeShape {
 DecodeShape decode_shape(const ForwardParams& p);
 
 // The split count a call runs with: params.num_splits when set; else the fewest splits whose
-// waves (blocks resident per SM: decode_blocks_per_sm) take within 5% of the best time, at least
-// kMinTilesPerSplit = 4 key tiles per split, at most kMaxSplits.
+// waves (blocks resident per SM: decode_blocks_per_sm) times whole key tiles per split take
+// within 5% of the best time, at least kMinTilesPerSplit = 4 key tiles per split, at most
+// kMaxSplits, each split with at least one key tile of the cache's capacity.
 int decode_blocks_per_sm(const ForwardParams& p);
 std::int64_t decode_splits(const ForwardParams& p, int sm_count);
 

@@ -14,6 +14,22 @@
 
 namespace flashattn::cuda {
 
+// a / b and a % b for b > 0, on the 32-bit divider when a and b fit 32 unsigned bits (every
+// realistic call: a block's packed rows and grid coordinates); else the 64-bit division, a
+// subroutine of ~70 instructions that decode_mma_kernel called ~13 times per thread per block.
+struct DivMod {
+  std::int64_t q, r;
+};
+__device__ __forceinline__ DivMod divmod_fast(std::int64_t a, std::int64_t b) {
+  if (((static_cast<std::uint64_t>(a) | static_cast<std::uint64_t>(b)) >> 32) == 0) {
+    const std::uint32_t a32 = static_cast<std::uint32_t>(a), b32 = static_cast<std::uint32_t>(b);
+    const std::uint32_t q32 = a32 / b32;
+    return {q32, a32 - q32 * b32};
+  }
+  const std::int64_t q = a / b;
+  return {q, a - q * b};
+}
+
 // Block (split s, row chunk c, kv head hk; batch entry b) of the grid (launch_decode): its kRows
 // packed rows (row r of the chunk is token (r0 + r) / group, head hk * group + (r0 + r) % group),
 // the sequence (its keys clamped to the cache's capacity, DecodeBounds), and split s's equal share
@@ -32,15 +48,17 @@ struct DecodeBlock {
     k.group = a.heads / a.kv_heads;
     k.rows_total = a.seqlen_q * k.group;
     const std::int64_t chunks = (k.rows_total + kRows - 1) / kRows;
-    k.s_idx = blockIdx.x % split.splits;
-    k.r0 = (blockIdx.x / split.splits) % chunks * kRows;
-    k.hk = blockIdx.x / split.splits / chunks;
+    const DivMod by_split = divmod_fast(blockIdx.x, split.splits);
+    const DivMod by_chunk = divmod_fast(by_split.q, chunks);
+    k.s_idx = by_split.r;
+    k.r0 = by_chunk.r * kRows;
+    k.hk = by_chunk.q;
     k.b = blockIdx.y;
     k.seq = a.seq(k.b);
     k.seq.seqlen_k = max(std::int64_t{0}, min(k.seq.seqlen_k, split.bounds.capacity));
     k.rule = a.mask(k.seq);
-    k.i_first = k.r0 / k.group;
-    k.i_count = (min(k.rows_total, k.r0 + kRows) - 1) / k.group - k.i_first + 1;
+    k.i_first = divmod_fast(k.r0, k.group).q;
+    k.i_count = divmod_fast(min(k.rows_total, k.r0 + kRows) - 1, k.group).q - k.i_first + 1;
     std::int64_t t_first = 0, t_end = 0;
     k.rule.tile_range(k.i_first, k.i_count, kBlockN, &t_first, &t_end);
     const std::int64_t tiles = max(std::int64_t{0}, t_end - t_first);

@@ -85,8 +85,9 @@ __device__ __forceinline__ PackedRow packed_row(std::int64_t row, std::int64_t g
                                                 std::int64_t hk, std::int64_t rows_total) {
   PackedRow p;
   p.valid = row < rows_total;
-  p.i = p.valid ? static_cast<int>(row / group) : 0;
-  p.h = static_cast<int>(hk * group + (p.valid ? row % group : 0));
+  const DivMod d = divmod_fast(p.valid ? row : 0, group);
+  p.i = static_cast<int>(d.q);
+  p.h = static_cast<int>(hk * group + d.r);
   return p;
 }
 
@@ -114,6 +115,8 @@ struct DecodeKvRows {
   const unsigned char* new_k;
   const unsigned char* new_v;
   std::int64_t new_k_row_bytes, new_v_row_bytes;
+  // Tiles ending at or before this key are whole: in the sequence, no new token.
+  std::int64_t whole_end;
 
   __device__ __forceinline__ static DecodeKvRows make(const KernelArgs& a,
                                                       const DecodeBounds& bd,
@@ -144,6 +147,7 @@ struct DecodeKvRows {
               (b * nt.v_stride[0] + hk * nt.v_stride[2]) * kElem;
     r.new_k_row_bytes = nt.k_stride[1] * kElem;
     r.new_v_row_bytes = nt.v_stride[1] * kElem;
+    r.whole_end = min(seqlen_k, r.cache_len);
     return r;
   }
 
@@ -165,7 +169,101 @@ struct DecodeKvRows {
   }
 };
 
-// Issues the cp.async of key tile [n0, n0 + kBlockN) of K and V into one ring slot. Thread tid
+// A thread's share of every key tile's copies, set up once per block: chunk c = tid % kChunks
+// of rows r + i * kRowsPerCopy (r = tid / kChunks), the K / V bytes of that chunk of key r, and
+// the swizzled destination of copy 0. Copy i's destination is copy 0's plus i rows with the
+// chunk XOR-ed by ((i * kRowsPerCopy) & 7): r < kRowsPerCopy, which divides 8 or is a multiple
+// of it, so (r + i * kRowsPerCopy) & 7 = r ^ ((i * kRowsPerCopy) & 7) (d64 / d128: 0).
+template <int kD>
+struct DecodeCopyLane {
+  using Tr = DecodeMmaTraits<kD>;
+  static constexpr std::uint32_t kStepBytes = Tr::kRowsPerCopy * Tr::kRowBytes;
+  static_assert(Tr::kRowsPerCopy % 8 == 0 || 8 % Tr::kRowsPerCopy == 0, "swizzle period");
+  const unsigned char* k;  // key r, chunk c (chunk 0 past head_dim: an address, never read)
+  const unsigned char* v;
+  std::uint32_t dst0;
+  bool chunk_ok;  // chunk c lies inside head_dim
+
+  __device__ __forceinline__ static DecodeCopyLane make(const DecodeKvRows& kv, int head_dim,
+                                                        int tid) {
+    const int c = tid % Tr::kChunks, r = tid / Tr::kChunks;
+    DecodeCopyLane l;
+    l.chunk_ok = c * 8 < head_dim;
+    const int c_src = l.chunk_ok ? c : 0;
+    l.k = kv.k_head + r * kv.k_row_bytes + 16 * c_src;
+    l.v = kv.v_head + r * kv.v_row_bytes + 16 * c_src;
+    l.dst0 = sm80::swizzle<Tr>(r, c);
+    return l;
+  }
+  __device__ __forceinline__ std::uint32_t dst_of(int copy) const {
+    return (dst0 ^ (((copy * Tr::kRowsPerCopy) & 7) << 4)) +
+           static_cast<std::uint32_t>(copy) * kStepBytes;
+  }
+};
+
+// Where the next whole tile's first 16-key group lies in a paged cache: whole tiles are issued
+// in key order (they are a prefix of the split's tiles), so one division per block finds the
+// first and each group steps on (a page holds a multiple of 16 keys).
+struct DecodePageCursor {
+  std::uint32_t slot = 0;    // block-table entry
+  std::uint32_t within = 0;  // key inside that page
+
+  __device__ __forceinline__ static DecodePageCursor at(const DecodeKvRows& kv, std::int64_t key) {
+    DecodePageCursor c;
+    if (kv.table != nullptr) {
+      c.slot = static_cast<std::uint32_t>(key) / kv.page_size;
+      c.within = static_cast<std::uint32_t>(key) % kv.page_size;
+    }
+    return c;
+  }
+  __device__ __forceinline__ void advance(std::uint32_t page_size) {
+    const bool wrap = within + 16 == page_size;
+    within = wrap ? 0 : within + 16;
+    slot += wrap ? 1 : 0;
+  }
+};
+
+template <int kD>
+__device__ __forceinline__ void decode_issue_whole_tile(const DecodeKvRows& kv,
+                                                        const DecodeCopyLane<kD>& ln,
+                                                        DecodePageCursor* cur, std::int64_t n0,
+                                                        std::uint32_t k_smem,
+                                                        std::uint32_t v_smem) {
+  using Tr = DecodeMmaTraits<kD>;
+  constexpr int kCopies = Tr::kBlockN / Tr::kRowsPerCopy;
+  const std::int64_t k_step = Tr::kRowsPerCopy * kv.k_row_bytes;  // copy i + 1's key
+  const std::int64_t v_step = Tr::kRowsPerCopy * kv.v_row_bytes;
+  if (kv.table == nullptr) {
+    const unsigned char* k = ln.k + n0 * kv.k_row_bytes;
+    const unsigned char* v = ln.v + n0 * kv.v_row_bytes;
+#pragma unroll
+    for (int i = 0; i < kCopies; ++i) {
+      ptx::cp_async_16(k_smem + ln.dst_of(i), k + i * k_step, ln.chunk_ok);
+      ptx::cp_async_16(v_smem + ln.dst_of(i), v + i * v_step, ln.chunk_ok);
+    }
+    return;
+  }
+  constexpr int kGroups = Tr::kBlockN / 16, kPerGroup = 16 / Tr::kRowsPerCopy;
+  static_assert(kPerGroup >= 1, "a pass of copies within one 16-key group");
+#pragma unroll
+  for (int m = 0; m < kGroups; ++m) {
+    const std::int64_t page = kv.table[cur->slot];
+    const std::uint32_t within = cur->within;
+    cur->advance(kv.page_size);
+    const bool ok = ln.chunk_ok && page >= 0 && page < kv.num_pages;
+    const unsigned char* k = ok ? ln.k + page * kv.k_page_bytes + within * kv.k_row_bytes : ln.k;
+    const unsigned char* v = ok ? ln.v + page * kv.v_page_bytes + within * kv.v_row_bytes : ln.v;
+#pragma unroll
+    for (int i = 0; i < kPerGroup; ++i) {
+      const int copy = m * kPerGroup + i;
+      ptx::cp_async_16(k_smem + ln.dst_of(copy), k + i * k_step, ok);
+      ptx::cp_async_16(v_smem + ln.dst_of(copy), v + i * v_step, ok);
+    }
+  }
+}
+
+// Issues the cp.async of key tile [n0, n0 + kBlockN) of K and V into one ring slot, any tile
+// (the sequence's last, new tokens, pages outside the cache). Thread tid
 // copies chunk tid % kChunks of rows tid / kChunks + k * kRowsPerCopy; a key past seqlen_k, a
 // page outside the cache or a chunk past head_dim is zero-filled (so masked keys meet V = 0).
 template <int kD>
@@ -241,16 +339,23 @@ decode_mma_kernel(KernelArgs args, DecodeSplit split, DecodeNewTokens nt) {
     ptx::cp_async_commit();
   }
   const DecodeKvRows kv = DecodeKvRows::make(args, split.bounds, nt, b, hk, seq.seqlen_k);
-  const bool chunk_ok = (tid % Tr::kChunks) * 8 < args.head_dim;
-  // The ring's first kStages - 1 tiles: one commit group each (empty past the split's tiles, so
-  // the group count stays uniform).
+  const DecodeCopyLane<kD> lane_copy = DecodeCopyLane<kD>::make(kv, args.head_dim, tid);
   auto slot_k = [&](int j) { return kv_smem + (2 * (j % kStages)) * Tr::kTileBytes; };
   auto slot_v = [&](int j) { return kv_smem + (2 * (j % kStages) + 1) * Tr::kTileBytes; };
-#pragma unroll
-  for (int j = 0; j < kStages - 1; ++j) {
-    if (j < count) {
-      decode_issue_tile<kD>(kv, chunk_ok, (n_begin + j) * kBlockN, slot_k(j), slot_v(j), tid);
+  DecodePageCursor page_cursor = DecodePageCursor::at(kv, n_begin * kBlockN);
+  auto issue = [&](int j) {  // the split's tile j into its ring slot (uniform over the block)
+    const std::int64_t n0 = (n_begin + j) * kBlockN;
+    if (n0 + kBlockN <= kv.whole_end) {
+      decode_issue_whole_tile<kD>(kv, lane_copy, &page_cursor, n0, slot_k(j), slot_v(j));
+    } else {
+      decode_issue_tile<kD>(kv, lane_copy.chunk_ok, n0, slot_k(j), slot_v(j), tid);
     }
+  };
+  // The ring's first kStages - 1 tiles: one commit group each (empty past the split's tiles, so
+  // the group count stays uniform). Not unrolled: one copy of the issue code for all of them.
+#pragma unroll 1
+  for (int j = 0; j < kStages - 1; ++j) {
+    if (j < count) issue(j);
     ptx::cp_async_commit();
   }
 
@@ -292,10 +397,7 @@ decode_mma_kernel(KernelArgs args, DecodeSplit split, DecodeNewTokens nt) {
     // Tile j (and Q) landed for every thread; every warp is done with tile j - 1's slot.
     ptx::cp_async_wait<kStages - 2>();
     __syncthreads();
-    if (j + kStages - 1 < count) {
-      decode_issue_tile<kD>(kv, chunk_ok, (n_begin + j + kStages - 1) * kBlockN,
-                            slot_k(j + kStages - 1), slot_v(j + kStages - 1), tid);
-    }
+    if (j + kStages - 1 < count) issue(j + kStages - 1);
     ptx::cp_async_commit();
     if constexpr (Tr::kQInRegs) {
       if (j == 0) {

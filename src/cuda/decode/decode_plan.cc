@@ -30,26 +30,33 @@ int decode_blocks_per_sm(const ForwardParams& p) {
   return p.head_dim() <= 64 ? 3 : p.head_dim() <= 128 ? 2 : 1;
 }
 
-// The split count by wave efficiency: blocks * s run in ceil(blocks * s / resident) waves, each
-// split doing 1 / s of the keys, so the time goes as waves / s; the smallest s within 5% of the
-// best keeps the merge and the partial results small. v1 aimed at 4 blocks per SM instead: at
-// batch 64 x 8k (512 blocks, 264 resident at d128) it chose 2 splits for the same 4 half-length
-// waves as 2 whole ones, and paid the merge.
+// The split count by wave efficiency: a split takes per_split = ceil(key_tiles / s) tiles
+// (DecodeBlock), so ceil(key_tiles / per_split) splits have work and the rest return at once;
+// the blocks with work run in ceil(blocks * those / resident) waves, and the time goes as
+// waves * per_split. The smallest s within 5% of the best keeps the merge and the partial
+// results small, and the count returned is the splits with work. v1 aimed at 4 blocks per SM:
+// at batch 64 x 8k (512 blocks, 264 resident at d128) it chose 2 splits for the same 4
+// half-length waves as 2 whole ones, and paid the merge. Up to v6 the time went as waves / s,
+// blind to whole tiles: at batch 1 x 8k (128 tiles) it chose 31 splits, whose 5 tiles each
+// left 26 splits with work and took 5 tiles' time where 32 splits take 4.
 std::int64_t decode_splits(const ForwardParams& p, int sm_count) {
   if (p.num_splits > 0) return p.num_splits;
   const DecodeShape s = decode_shape(p);
   const std::int64_t blocks = std::max<std::int64_t>(1, p.batch() * p.kv_heads() * s.chunks);
   const std::int64_t resident = std::max(1, sm_count) * std::int64_t{decode_blocks_per_sm(p)};
-  const std::int64_t max_splits = std::clamp<std::int64_t>(s.key_tiles / kMinTilesPerSplit, 1,
+  const std::int64_t tiles = std::max<std::int64_t>(1, s.key_tiles);
+  const std::int64_t max_splits = std::clamp<std::int64_t>(tiles / kMinTilesPerSplit, 1,
                                                            kMaxSplits);
-  auto cost = [&](std::int64_t n) {  // waves per unit of work: lower is faster
-    const std::int64_t waves = (blocks * n + resident - 1) / resident;
-    return static_cast<double>(waves) / static_cast<double>(n);
+  auto per_split = [&](std::int64_t n) { return (tiles + n - 1) / n; };
+  auto working = [&](std::int64_t n) { return (tiles + per_split(n) - 1) / per_split(n); };
+  auto cost = [&](std::int64_t n) {  // tiles' time of the slowest wave chain: lower is faster
+    const std::int64_t waves = (blocks * working(n) + resident - 1) / resident;
+    return static_cast<double>(waves) * static_cast<double>(per_split(n));
   };
   double best = cost(1);
   for (std::int64_t n = 2; n <= max_splits; ++n) best = std::min(best, cost(n));
   for (std::int64_t n = 1; n <= max_splits; ++n) {
-    if (cost(n) <= best * 1.05) return n;
+    if (cost(n) <= best * 1.05) return working(n);
   }
   return 1;
 }
