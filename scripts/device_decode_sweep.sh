@@ -2,7 +2,8 @@
 # Where flash-decode's time goes at small batch, on the GPU machine: this tree's Python package
 # (sm_90a, pip --target build-decode-sweep), then tools/profile/decode_step.py --timeline (each
 # kernel's median inside CUDA-graph replays) over split counts and cache lengths, with and without
-# the L2 flush, and ncu's launch / occupancy / cycle counters on the attention kernel.
+# the L2 flush, ncu's launch / occupancy / cycle counters on the attention kernel, and its
+# warp-stall samples per SASS instruction ($OUT/decode-sass.csv).
 #   bash scripts/device_decode_sweep.sh        # logs and sweep.txt under $OUT
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -35,4 +36,12 @@ metrics+=",smsp__cycles_active.avg,l1tex__t_bytes_pipe_lsu_mem_global_op_ldgsts.
   --kernel-name regex:decode_mma_kernel --launch-skip 3 --launch-count 1 --metrics "$metrics" \
   python3 decode_step.py --batch 1 --cache-len 8192 --steps 6) > "$out/ncu-decode.txt" 2>&1
 grep -E "^    [a-z]" "$out/ncu-decode.txt" >> "$sweep"
+# Warp-stall samples per SASS instruction (the CSV comes back for reading here).
+rep=$(mktemp -d)/decode
+(cd tools/profile && PYTHONPATH="$pkg" timeout 120 ncu --clock-control none \
+  --kernel-name regex:decode_mma_kernel --launch-skip 3 --launch-count 1 \
+  --section SourceCounters --section WarpStateStats -o "$rep" \
+  python3 decode_step.py --batch 1 --cache-len 8192 --steps 6) > "$out/ncu-source.log" 2>&1
+ncu -i "$rep.ncu-rep" --page source --print-source sass --csv > "$out/decode-sass.csv" 2>&1
+echo "source counters: $(wc -l < "$out/decode-sass.csv") lines" >> "$sweep"
 cat "$sweep"
