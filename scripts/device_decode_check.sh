@@ -9,13 +9,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 source scripts/env.sh 2>/dev/null
-out=${OUT:-$PWD/device-out}
-mkdir -p "$out"
-summary="$out/summary.txt"
-: > "$summary"
-note() { echo "$*" | tee -a "$summary"; }
-gtest_src=""
-[ -d .device/googletest ] && gtest_src="-DFLASHATTN_GTEST_SOURCE_DIR=$PWD/.device/googletest"
+source "$(dirname "$0")/device_log.sh"  # out, summary, note, gtest_src
 
 start=$(date +%s)
 rm -rf build-decode

@@ -18,13 +18,7 @@ source scripts/env.sh 2>/dev/null  # nvcc on PATH (the pip builds)
 export CMAKE_BUILD_PARALLEL_LEVEL=$(nproc)
 stages=${1:-build,smoke,test}
 has() { [[ ",$stages," == *",$1,"* ]]; }
-out=${OUT:-$PWD/device-out}
-mkdir -p "$out"
-summary="$out/summary.txt"
-: > "$summary"
-note() { echo "$*" | tee -a "$summary"; }
-gtest_src=""
-[ -d .device/googletest ] && gtest_src="-DFLASHATTN_GTEST_SOURCE_DIR=$PWD/.device/googletest"
+source "$(dirname "$0")/device_log.sh"  # out, summary, note, gtest_src
 cli=${CLI:-build-device/tools/flashattn/flashattn}  # CLI=...: another build's (smoke)
 
 if has build; then
