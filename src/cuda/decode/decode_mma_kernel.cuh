@@ -182,6 +182,8 @@ struct DecodeCopyLane {
   const unsigned char* k;  // key r, chunk c (chunk 0 past head_dim: an address, never read)
   const unsigned char* v;
   std::uint32_t dst0;
+  int row;                   // r: copy i's key is r + i * kRowsPerCopy of the tile
+  std::uint32_t chunk_bytes;  // 16 c (0 past head_dim), inside any row
   bool chunk_ok;  // chunk c lies inside head_dim
 
   __device__ __forceinline__ static DecodeCopyLane make(const DecodeKvRows& kv, int head_dim,
@@ -190,8 +192,10 @@ struct DecodeCopyLane {
     DecodeCopyLane l;
     l.chunk_ok = c * 8 < head_dim;
     const int c_src = l.chunk_ok ? c : 0;
-    l.k = kv.k_head + r * kv.k_row_bytes + 16 * c_src;
-    l.v = kv.v_head + r * kv.v_row_bytes + 16 * c_src;
+    l.row = r;
+    l.chunk_bytes = 16u * static_cast<std::uint32_t>(c_src);
+    l.k = kv.k_head + r * kv.k_row_bytes + l.chunk_bytes;
+    l.v = kv.v_head + r * kv.v_row_bytes + l.chunk_bytes;
     l.dst0 = sm80::swizzle<Tr>(r, c);
     return l;
   }
@@ -263,33 +267,31 @@ __device__ __forceinline__ void decode_issue_whole_tile(const DecodeKvRows& kv,
 }
 
 // Issues the cp.async of key tile [n0, n0 + kBlockN) of K and V into one ring slot, any tile
-// (the sequence's last, new tokens, pages outside the cache). Thread tid
-// copies chunk tid % kChunks of rows tid / kChunks + k * kRowsPerCopy; a key past seqlen_k, a
-// page outside the cache or a chunk past head_dim is zero-filled (so masked keys meet V = 0).
+// (the sequence's last, new tokens, pages outside the cache), with the lane's copies and
+// destinations of DecodeCopyLane; a key past seqlen_k, a page outside the cache or a chunk past
+// head_dim is zero-filled (so masked keys meet V = 0).
 template <int kD>
-__device__ __forceinline__ void decode_issue_tile(const DecodeKvRows& kv, bool chunk_ok,
-                                                  std::int64_t n0, std::uint32_t k_smem,
-                                                  std::uint32_t v_smem, int tid) {
+__device__ __forceinline__ void decode_issue_tile(const DecodeKvRows& kv,
+                                                  const DecodeCopyLane<kD>& ln, std::int64_t n0,
+                                                  std::uint32_t k_smem, std::uint32_t v_smem) {
   using Tr = DecodeMmaTraits<kD>;
-  constexpr int kGroups = Tr::kBlockN / 16, kRowsPerGroup = 16 / Tr::kRowsPerCopy;
-  const int c = tid % Tr::kChunks, r = tid / Tr::kChunks;
+  constexpr int kGroups = Tr::kBlockN / 16, kPerGroup = 16 / Tr::kRowsPerCopy;
   // Keys of this tile the sequence has (all 64 but in its last tile).
   const int keys_left = static_cast<int>(min(static_cast<std::int64_t>(Tr::kBlockN), kv.seqlen_k - n0));
 #pragma unroll
   for (int m = 0; m < kGroups; ++m) {
     const unsigned char *k_src = nullptr, *v_src = nullptr;
     const std::int64_t key16 = n0 + 16 * m;
-    bool ok = chunk_ok && 16 * m < keys_left;
+    bool ok = ln.chunk_ok && 16 * m < keys_left;
     if (ok) ok = kv.group(key16, &k_src, &v_src);
     // A group holding new tokens (the fused append; uniform over the block): those rows come
     // from the new k / v. Their page must still be in the cache (else zeros, as when the append
     // kernel skipped the row and the attention read the page as zeros).
     const bool fresh = key16 + 16 > kv.cache_len;
 #pragma unroll
-    for (int k = 0; k < kRowsPerGroup; ++k) {
-      const int row_in_group = r + k * Tr::kRowsPerCopy, row = 16 * m + row_in_group;
-      const bool valid = ok && row < keys_left;
-      const std::uint32_t dst = sm80::swizzle<Tr>(row, c);
+    for (int i = 0; i < kPerGroup; ++i) {
+      const int row_in_group = ln.row + i * Tr::kRowsPerCopy;
+      const bool valid = ok && 16 * m + row_in_group < keys_left;
       const unsigned char* k_row = k_src + row_in_group * kv.k_row_bytes;
       const unsigned char* v_row = v_src + row_in_group * kv.v_row_bytes;
       if (fresh && key16 + row_in_group >= kv.cache_len) {
@@ -297,8 +299,9 @@ __device__ __forceinline__ void decode_issue_tile(const DecodeKvRows& kv, bool c
         k_row = kv.new_k + t * kv.new_k_row_bytes;
         v_row = kv.new_v + t * kv.new_v_row_bytes;
       }
-      ptx::cp_async_16(k_smem + dst, valid ? k_row + 16 * c : kv.k_head, valid);
-      ptx::cp_async_16(v_smem + dst, valid ? v_row + 16 * c : kv.v_head, valid);
+      const std::uint32_t dst = ln.dst_of(m * kPerGroup + i);
+      ptx::cp_async_16(k_smem + dst, valid ? k_row + ln.chunk_bytes : kv.k_head, valid);
+      ptx::cp_async_16(v_smem + dst, valid ? v_row + ln.chunk_bytes : kv.v_head, valid);
     }
   }
 }
@@ -348,7 +351,7 @@ decode_mma_kernel(KernelArgs args, DecodeSplit split, DecodeNewTokens nt) {
     if (n0 + kBlockN <= kv.whole_end) {
       decode_issue_whole_tile<kD>(kv, lane_copy, &page_cursor, n0, slot_k(j), slot_v(j));
     } else {
-      decode_issue_tile<kD>(kv, lane_copy.chunk_ok, n0, slot_k(j), slot_v(j), tid);
+      decode_issue_tile<kD>(kv, lane_copy, n0, slot_k(j), slot_v(j));
     }
   };
   // The ring's first kStages - 1 tiles: one commit group each (empty past the split's tiles, so
