@@ -73,7 +73,8 @@ __device__ __forceinline__ RowResult finalize_row(float row_max, float row_sum, 
   const float m = row_sum > 0.0f ? fmaxf(row_max, sink) : sink;
   const float a = row_sum > 0.0f ? exp2f(exp2_arg(row_max, m, scale_log2)) : 0.0f;
   const float l = fmaf(row_sum, a, exp2f(exp2_arg(sink, m, scale_log2)));
-  return RowResult{a / l, (m * scale_log2 + log2f(l)) * kLn2};
+  // a = 0 skips the division (a zero dividend takes its IEEE slow path: ScoreMod::make).
+  return RowResult{a > 0.0f ? a / l : 0.0f, (m * scale_log2 + log2f(l)) * kLn2};
 }
 
 // Butterfly reductions across the `kLanes` consecutive lanes that share one row (kLanes a power of
