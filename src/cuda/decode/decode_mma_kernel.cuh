@@ -182,8 +182,6 @@ struct DecodeCopyLane {
   const unsigned char* k;  // key r, chunk c (chunk 0 past head_dim: an address, never read)
   const unsigned char* v;
   std::uint32_t dst0;
-  int row;                   // r: copy i's key is r + i * kRowsPerCopy of the tile
-  std::uint32_t chunk_bytes;  // 16 c (0 past head_dim), inside any row
   bool chunk_ok;  // chunk c lies inside head_dim
 
   __device__ __forceinline__ static DecodeCopyLane make(const DecodeKvRows& kv, int head_dim,
@@ -192,10 +190,8 @@ struct DecodeCopyLane {
     DecodeCopyLane l;
     l.chunk_ok = c * 8 < head_dim;
     const int c_src = l.chunk_ok ? c : 0;
-    l.row = r;
-    l.chunk_bytes = 16u * static_cast<std::uint32_t>(c_src);
-    l.k = kv.k_head + r * kv.k_row_bytes + l.chunk_bytes;
-    l.v = kv.v_head + r * kv.v_row_bytes + l.chunk_bytes;
+    l.k = kv.k_head + r * kv.k_row_bytes + 16 * c_src;
+    l.v = kv.v_head + r * kv.v_row_bytes + 16 * c_src;
     l.dst0 = sm80::swizzle<Tr>(r, c);
     return l;
   }
@@ -267,15 +263,19 @@ __device__ __forceinline__ void decode_issue_whole_tile(const DecodeKvRows& kv,
 }
 
 // Issues the cp.async of key tile [n0, n0 + kBlockN) of K and V into one ring slot, any tile
-// (the sequence's last, new tokens, pages outside the cache), with the lane's copies and
-// destinations of DecodeCopyLane; a key past seqlen_k, a page outside the cache or a chunk past
-// head_dim is zero-filled (so masked keys meet V = 0).
+// (the sequence's last, new tokens, pages outside the cache): thread tid copies chunk
+// c = tid % kChunks of keys r + i * kRowsPerCopy (r = tid / kChunks) into DecodeCopyLane's
+// destinations; a key past seqlen_k, a page outside the cache or a chunk past head_dim is
+// zero-filled (so masked keys meet V = 0). r and c are worked out again here rather than kept
+// in DecodeCopyLane: two more live registers spilled d256 on sm_80 (8 bytes).
 template <int kD>
 __device__ __forceinline__ void decode_issue_tile(const DecodeKvRows& kv,
                                                   const DecodeCopyLane<kD>& ln, std::int64_t n0,
-                                                  std::uint32_t k_smem, std::uint32_t v_smem) {
+                                                  std::uint32_t k_smem, std::uint32_t v_smem,
+                                                  int tid) {
   using Tr = DecodeMmaTraits<kD>;
   constexpr int kGroups = Tr::kBlockN / 16, kPerGroup = 16 / Tr::kRowsPerCopy;
+  const int chunk_bytes = 16 * (ln.chunk_ok ? tid % Tr::kChunks : 0), r = tid / Tr::kChunks;
   // Keys of this tile the sequence has (all 64 but in its last tile).
   const int keys_left = static_cast<int>(min(static_cast<std::int64_t>(Tr::kBlockN), kv.seqlen_k - n0));
 #pragma unroll
@@ -290,7 +290,7 @@ __device__ __forceinline__ void decode_issue_tile(const DecodeKvRows& kv,
     const bool fresh = key16 + 16 > kv.cache_len;
 #pragma unroll
     for (int i = 0; i < kPerGroup; ++i) {
-      const int row_in_group = ln.row + i * Tr::kRowsPerCopy;
+      const int row_in_group = r + i * Tr::kRowsPerCopy;
       const bool valid = ok && 16 * m + row_in_group < keys_left;
       const unsigned char* k_row = k_src + row_in_group * kv.k_row_bytes;
       const unsigned char* v_row = v_src + row_in_group * kv.v_row_bytes;
@@ -300,8 +300,8 @@ __device__ __forceinline__ void decode_issue_tile(const DecodeKvRows& kv,
         v_row = kv.new_v + t * kv.new_v_row_bytes;
       }
       const std::uint32_t dst = ln.dst_of(m * kPerGroup + i);
-      ptx::cp_async_16(k_smem + dst, valid ? k_row + ln.chunk_bytes : kv.k_head, valid);
-      ptx::cp_async_16(v_smem + dst, valid ? v_row + ln.chunk_bytes : kv.v_head, valid);
+      ptx::cp_async_16(k_smem + dst, valid ? k_row + chunk_bytes : kv.k_head, valid);
+      ptx::cp_async_16(v_smem + dst, valid ? v_row + chunk_bytes : kv.v_head, valid);
     }
   }
 }
@@ -351,7 +351,7 @@ decode_mma_kernel(KernelArgs args, DecodeSplit split, DecodeNewTokens nt) {
     if (n0 + kBlockN <= kv.whole_end) {
       decode_issue_whole_tile<kD>(kv, lane_copy, &page_cursor, n0, slot_k(j), slot_v(j));
     } else {
-      decode_issue_tile<kD>(kv, lane_copy, n0, slot_k(j), slot_v(j));
+      decode_issue_tile<kD>(kv, lane_copy, n0, slot_k(j), slot_v(j), tid);
     }
   };
   // The ring's first kStages - 1 tiles: one commit group each (empty past the split's tiles, so
