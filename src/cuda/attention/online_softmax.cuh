@@ -30,6 +30,7 @@
 #include <cmath>
 
 #include "common/math_constants.h"
+#include "cuda/common/exact_div.cuh"
 
 namespace flashattn::cuda {
 
@@ -73,8 +74,7 @@ __device__ __forceinline__ RowResult finalize_row(float row_max, float row_sum, 
   const float m = row_sum > 0.0f ? fmaxf(row_max, sink) : sink;
   const float a = row_sum > 0.0f ? exp2f(exp2_arg(row_max, m, scale_log2)) : 0.0f;
   const float l = fmaf(row_sum, a, exp2f(exp2_arg(sink, m, scale_log2)));
-  // a = 0 skips the division (a zero dividend takes its IEEE slow path: ScoreMod::make).
-  return RowResult{a > 0.0f ? a / l : 0.0f, (m * scale_log2 + log2f(l)) * kLn2};
+  return RowResult{div_zero_fast(a, l), (m * scale_log2 + log2f(l)) * kLn2};  // a = 0: no keys
 }
 
 // Butterfly reductions across the `kLanes` consecutive lanes that share one row (kLanes a power of
