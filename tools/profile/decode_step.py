@@ -6,10 +6,13 @@ bound by the Python and C++ host path, not by the kernels. --timeline captures t
 CUDA graph and replays it --steps times after an L2 flush each, under torch.profiler: each kernel's
 median duration and the median gaps between the step's kernels (what a launch costs inside a
 graph), beside the median span of the whole step; --flush-mib 1 leaves a cache that fits
-in L2 there.
+in L2 there. --trace replays the graph --steps times the same way, one at a time, for a build
+with -DFLASHATTN_DECODE_TRACE (scripts/device_decode_trace.sh), whose attention blocks print
+their phase timestamps (decode_trace_report.py reads them).
 
     python3 tools/profile/decode_step.py [--batch 64] [--heads 32] [--kv-heads 8]
-        [--cache-len 8192] [--page 0] [--steps 5] [--timing | --timeline [--flush-mib 256]]
+        [--cache-len 8192] [--page 0] [--steps 5]
+        [--timing | --timeline [--flush-mib 256] | --trace [--flush-mib 256]]
 """
 import argparse
 
@@ -33,6 +36,8 @@ def main() -> None:
     p.add_argument("--timing", action="store_true", help="host vs GPU time per call")
     p.add_argument("--timeline", action="store_true",
                    help="kernel durations and the gaps between them, graph replays")
+    p.add_argument("--trace", action="store_true",
+                   help="graph replays one at a time, for a -DFLASHATTN_DECODE_TRACE build")
     p.add_argument("--cprofile", action="store_true",
                    help="the host path's functions by cumulative time over --steps calls")
     a = p.parse_args()
@@ -57,6 +62,9 @@ def main() -> None:
     if a.cprofile:
         print_cprofile(step, a.steps)
         return
+    if a.trace:
+        replay_one_at_a_time(step, a.steps, a.flush_mib)
+        return
     if a.timeline:
         print_timeline(step, a.steps, a.flush_mib,
                        f"batch {a.batch} heads {a.heads}/{a.kv_heads} cache {a.cache_len} page "
@@ -70,6 +78,20 @@ def main() -> None:
     host_us, gpu_us = host_and_gpu_us(step, a.steps, warmup=3)
     print(f"batch {a.batch} heads {a.heads}/{a.kv_heads} cache {a.cache_len} page {a.page}: "
           f"host {host_us:.1f} us/call, GPU {gpu_us:.1f} us/call over {a.steps} calls")
+
+
+def replay_one_at_a_time(step, steps: int, flush_mib: int) -> None:
+    flush = torch.empty(max(1, flush_mib) << 20, dtype=torch.uint8, device="cuda")
+    step()
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        step()
+    for _ in range(steps):
+        flush.fill_(1)
+        torch.cuda.synchronize()  # the trace's launches stay apart in time
+        graph.replay()
+        torch.cuda.synchronize()
 
 
 def print_timeline(step, steps: int, flush_mib: int, title: str) -> None:

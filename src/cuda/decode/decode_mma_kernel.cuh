@@ -38,6 +38,7 @@
 #include "cuda/common/device_dtype.cuh"
 #include "cuda/decode/decode.h"
 #include "cuda/decode/decode_block.cuh"
+#include "cuda/decode/decode_trace.cuh"
 #include "cuda/primitives/cp_async.cuh"
 #include "cuda/primitives/ldmatrix.cuh"
 #include "cuda/primitives/mma_sm80.cuh"
@@ -316,6 +317,7 @@ decode_mma_kernel(KernelArgs args, DecodeSplit split, DecodeNewTokens nt) {
   const std::uint32_t q_smem = ptx::smem_addr(smem_raw);
   const std::uint32_t kv_smem = q_smem + Tr::kQBytes;  // slot s: K at 2s, V at 2s + 1
 
+  const DecodeTrace trace = DecodeTrace::start();  // empty unless FLASHATTN_DECODE_TRACE
   const int tid = static_cast<int>(threadIdx.x), lane = tid % 32, warp = tid / 32;
   const int g = lane / 4, t = lane % 4;
   const DecodeBlock blk = DecodeBlock::make<kRows, kBlockN>(args, split);
@@ -324,6 +326,7 @@ decode_mma_kernel(KernelArgs args, DecodeSplit split, DecodeNewTokens nt) {
   const SeqInfo& seq = blk.seq;
   const MaskRule& rule = blk.rule;
   const int count = static_cast<int>(blk.n_stop - n_begin);
+  trace.mark(kTraceBlock, static_cast<std::uint32_t>(count));
   // Tiles every row of the chunk sees whole (no mask needed: MaskRule::interior_tiles).
   std::int64_t interior_first = 0, interior_end = 0;
   rule.interior_tiles(blk.i_first, blk.i_count, kBlockN, &interior_first, &interior_end);
@@ -361,6 +364,7 @@ decode_mma_kernel(KernelArgs args, DecodeSplit split, DecodeNewTokens nt) {
     if (j < count) issue(j);
     ptx::cp_async_commit();
   }
+  trace.mark(kTraceIssued);
 
   // The fused append: block (split 0, chunk 0) of each (sequence, kv head) writes the new
   // tokens into the cache while the loads above are in flight. No block reads those cache rows
@@ -396,10 +400,12 @@ decode_mma_kernel(KernelArgs args, DecodeSplit split, DecodeNewTokens nt) {
     for (int e = 0; e < 4; ++e) o[0][dt][e] = 0.0f;
   }
 
+  trace.mark(kTraceLoop);
   for (int j = 0; j < count; ++j) {
     // Tile j (and Q) landed for every thread; every warp is done with tile j - 1's slot.
     ptx::cp_async_wait<kStages - 2>();
     __syncthreads();
+    if (j < kTraceTiles) trace.mark(kTraceTile0 + j);
     if (j + kStages - 1 < count) issue(j + kStages - 1);
     ptx::cp_async_commit();
     if constexpr (Tr::kQInRegs) {
@@ -474,6 +480,7 @@ decode_mma_kernel(KernelArgs args, DecodeSplit split, DecodeNewTokens nt) {
   // The merge: every copy has landed and every warp is done with the ring before it is reused.
   ptx::cp_async_wait<0>();
   __syncthreads();
+  trace.mark(kTraceLoopEnd);
   float* o_merge = reinterpret_cast<float*>(smem_raw);  // [kWarps][kRows][kOStride]
   float* max_merge = o_merge + Tr::kWarps * kRows * Tr::kOStride;  // [kWarps][kRows]
   float* sum_merge = max_merge + Tr::kWarps * kRows;
@@ -492,6 +499,7 @@ decode_mma_kernel(KernelArgs args, DecodeSplit split, DecodeNewTokens nt) {
     }
   }
   __syncthreads();
+  trace.mark(kTraceMerged);
 
   // Thread tid: float4 column group tid % (kD / 4) of rows tid / (kD / 4) + k * kRowStep.
   constexpr int kColGroups = kD / 4;
@@ -524,6 +532,7 @@ decode_mma_kernel(KernelArgs args, DecodeSplit split, DecodeNewTokens nt) {
     }
     decode_finish_row<T>(args, split, blk.s_idx, b, pr.i, pr.h, 4 * cg, m, l, acc, cg == 0);
   }
+  trace.report(count);
 }
 
 }  // namespace flashattn::cuda

@@ -29,4 +29,26 @@ __device__ __forceinline__ unsigned grid_dim_x() {
   return v;
 }
 
+// Timers for phase traces (cuda/decode/decode_trace.cuh). The SM's cycle counter, low 32 bits,
+// read after `dep` is available (pass a value the phase produced, so the read waits for it;
+// the memory clobber keeps loads and stores on their side).
+__device__ __forceinline__ std::uint32_t clock_after(std::uint32_t dep) {
+  std::uint32_t c;
+  asm volatile("mov.u32 %0, %%clock;\n" : "=r"(c) : "r"(dep) : "memory");
+  return c;
+}
+
+// The GPU-wide nanosecond clock (comparable across SMs; it ticks in steps of tens of ns).
+__device__ __forceinline__ std::uint64_t globaltimer_ns() {
+  std::uint64_t t;
+  asm volatile("mov.u64 %0, %%globaltimer;\n" : "=l"(t)::"memory");
+  return t;
+}
+
+__device__ __forceinline__ unsigned sm_id() {
+  std::uint32_t v;
+  asm volatile("mov.u32 %0, %%smid;\n" : "=r"(v));
+  return v;
+}
+
 }  // namespace flashattn::cuda::ptx
