@@ -86,39 +86,11 @@ TEST(DecodePlan, ResidentBlocksPerHeadDim) {
   EXPECT_EQ(decode_blocks_per_sm(decode_params(1, 8, 8, 64, 1, 256, DType::kFP32)), 2);
 }
 
-// sm_90 and later merge up to 16 splits in a thread-block cluster (8 at d256, 1 block per SM)
-// and need no workspace; a count the model would make larger is capped there unless num_splits
-// asks for it; float32 and sm_80 keep the workspace and the merge kernel.
-TEST(DecodePlan, ClusterMergeOnSm90) {
-  const ForwardParams p = decode_params(1, 32, 8, 8192);  // the model: 32 splits
-  const DecodePlan h100 = decode_plan(p, kH200Sms, 9);
-  EXPECT_EQ(h100.splits, 16);
-  EXPECT_TRUE(h100.cluster);
-  EXPECT_EQ(decode_workspace_bytes(p, h100), 0u);
-  const DecodePlan a100 = decode_plan(p, 108, 8);
-  EXPECT_EQ(a100.splits, decode_splits(p, 108));
-  EXPECT_FALSE(a100.cluster);
-  EXPECT_GT(decode_workspace_bytes(p, a100), 0u);
-  ForwardParams given = p;
-  given.num_splits = 32;
-  EXPECT_EQ(decode_plan(given, kH200Sms, 9).splits, 32);
-  EXPECT_FALSE(decode_plan(given, kH200Sms, 9).cluster);
-  given.num_splits = 7;
-  EXPECT_TRUE(decode_plan(given, kH200Sms, 9).cluster);
-  given.num_splits = 1;
-  EXPECT_FALSE(decode_plan(given, kH200Sms, 9).cluster);  // nothing to merge
-  EXPECT_EQ(decode_max_cluster_splits(decode_params(1, 32, 8, 8192, 1, 256)), 8);
-  EXPECT_EQ(decode_plan(decode_params(1, 32, 8, 8192, 1, 256), kH200Sms, 9).splits, 8);
-  const ForwardParams fp32 = decode_params(1, 32, 8, 8192, 1, 128, DType::kFP32);
-  EXPECT_FALSE(decode_plan(fp32, kH200Sms, 9).cluster);
-  EXPECT_EQ(decode_plan(fp32, kH200Sms, 9).splits, decode_splits(fp32, kH200Sms));
-}
-
 TEST(DecodePlan, WorkspaceLayoutFits) {
   const ForwardParams p = decode_params(3, 12, 4, 5000, 4, 96);
-  EXPECT_EQ(decode_workspace_bytes(p, DecodePlan{1, false}), 0u);
+  EXPECT_EQ(decode_workspace_bytes(p, 1), 0u);
   for (std::int64_t n : {2, 5, 256}) {
-    const std::size_t bytes = decode_workspace_bytes(p, DecodePlan{n, false});
+    const std::size_t bytes = decode_workspace_bytes(p, n);
     std::vector<unsigned char> ws(bytes);
     DecodeSplit split;
     split.splits = n;

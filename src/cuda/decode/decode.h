@@ -38,9 +38,6 @@ struct DecodeSplit {
   float* o_part = nullptr;
   float* lse_part = nullptr;
   DecodeBounds bounds;
-  // The splits of each (sequence, kv head, row chunk) are one thread-block cluster and merge
-  // through each other's shared memory (decode_cluster_merge.cuh): no workspace, no merge kernel.
-  bool cluster = false;
 };
 
 // New tokens up to this many per call are appended by the tensor-core attention kernel itself
@@ -63,24 +60,10 @@ DecodeShape decode_shape(const ForwardParams& p);
 // kMaxSplits, each split with at least one key tile of the cache's capacity.
 int decode_blocks_per_sm(const ForwardParams& p);
 std::int64_t decode_splits(const ForwardParams& p, int sm_count);
-// Splits merged inside a thread-block cluster (DecodeSplit::cluster): 16-bit inputs on sm_90 or
-// later, 2 to decode_max_cluster_splits(p) splits (16 where 2 blocks fit an SM, so a cluster
-// needs 8 SMs of a GPC; 8, the portable size, at d256).
-std::int64_t decode_max_cluster_splits(const ForwardParams& p);
-bool decode_cluster_merge(const ForwardParams& p, int cc_major, std::int64_t splits);
-// What a call runs with on a device of `sm_count` SMs and compute capability `cc_major`:
-// decode_splits(), capped at decode_max_cluster_splits() when the splits are not given and the
-// cluster merge is available (one kernel instead of two: 2.8 us of merge kernel plus 0.3 of gap
-// at batch 1 x 8k on the H100), and whether they merge in a cluster.
-struct DecodePlan {
-  std::int64_t splits = 1;
-  bool cluster = false;
-};
-DecodePlan decode_plan(const ForwardParams& p, int sm_count, int cc_major);
 
 // Workspace bytes for `splits` (0 for one split), and where the partial results lie in it: O
 // first (256-byte aligned), the LSEs after.
-std::size_t decode_workspace_bytes(const ForwardParams& p, const DecodePlan& plan);
+std::size_t decode_workspace_bytes(const ForwardParams& p, std::int64_t splits);
 void decode_workspace_layout(const ForwardParams& p, void* workspace, DecodeSplit* split);
 
 // T is float, __nv_bfloat16 or __half; kD the head-dim bucket (64, 128, 256): any head_dim <=

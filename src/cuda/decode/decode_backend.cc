@@ -15,17 +15,15 @@
 namespace flashattn {
 namespace {
 
-// The call's splits on its device (SM count and compute capability cached per process:
-// cuda::device_props); one SM of compute capability 0 when they cannot be read (the launch then
-// reports the device's problem).
-cuda::DecodePlan plan_of(const ForwardParams& p) {
+// The device's SM count (cached per process: cuda::device_props), or 1 when it cannot be read
+// (the launch then reports the device's problem).
+int sm_count_of(Device device) {
   cuda::DeviceProps props;
-  if (!cuda::device_props(p.q.device.index, &props).ok()) {
+  if (!cuda::device_props(device.index, &props).ok()) {
     cudaGetLastError();  // not sticky
-    props.sm_count = 1;
-    props.major = 0;
+    return 1;
   }
-  return cuda::decode_plan(p, props.sm_count, props.major);
+  return props.sm_count;
 }
 
 template <int kD>
@@ -71,7 +69,7 @@ class DecodeBackend final : public Backend {
                                                   std::to_string(rows) +
                                                   " exceeds the merge's grid limit 2^31 - 1");
     }
-    const std::int64_t blocks = plan_of(p).splits * p.kv_heads() *
+    const std::int64_t blocks = cuda::decode_splits(p, sm_count_of(p.q.device)) * p.kv_heads() *
                                 cuda::decode_shape(p).chunks;
     if (blocks > 0x7fffffff) {
       return Status(StatusCode::kUnsupported,
@@ -81,7 +79,7 @@ class DecodeBackend final : public Backend {
     return Status::Ok();
   }
   std::size_t workspace_bytes(const ForwardParams& p) const override {
-    return cuda::decode_workspace_bytes(p, plan_of(p));
+    return cuda::decode_workspace_bytes(p, cuda::decode_splits(p, sm_count_of(p.q.device)));
   }
   std::string_view workspace_purpose() const override {
     return "the split-KV partial results (float32 O and LSE per split)";
@@ -100,9 +98,7 @@ class DecodeBackend final : public Backend {
       }
     }
     cuda::DecodeSplit split;
-    const cuda::DecodePlan plan = plan_of(p);
-    split.splits = plan.splits;
-    split.cluster = plan.cluster;
+    split.splits = cuda::decode_splits(p, sm_count_of(p.q.device));
     split.bounds.capacity = p.seqlen_k();
     split.bounds.num_pages = p.paged_kv() ? p.k_cache.shape[0] : 0;
     cuda::decode_workspace_layout(p, p.workspace, &split);

@@ -30,23 +30,6 @@ __device__ __forceinline__ DivMod divmod_fast(std::int64_t a, std::int64_t b) {
   return {q, a - q * b};
 }
 
-// Packed row `row` of kv head hk (GQA packing, DecodeBlock): its query token and head.
-struct PackedRow {
-  int i;  // query token (validate(): seqlen_q and heads fit an int)
-  int h;  // query head
-  bool valid;      // inside the call's rows (the chunk's last rows can be padding)
-};
-
-__device__ __forceinline__ PackedRow packed_row(std::int64_t row, std::int64_t group,
-                                                std::int64_t hk, std::int64_t rows_total) {
-  PackedRow p;
-  p.valid = row < rows_total;
-  const DivMod d = divmod_fast(p.valid ? row : 0, group);
-  p.i = static_cast<int>(d.q);
-  p.h = static_cast<int>(hk * group + d.r);
-  return p;
-}
-
 // Block (split s, row chunk c, kv head hk; batch entry b) of the grid (launch_decode): its kRows
 // packed rows (row r of the chunk is token (r0 + r) / group, head hk * group + (r0 + r) % group),
 // the sequence (its keys clamped to the cache's capacity, DecodeBounds), and split s's equal share
@@ -86,8 +69,8 @@ struct DecodeBlock {
   }
 };
 
-// A finished row, from its state relative to its running max: with one split (or the cluster's
-// merge of them), O / l in T to out and the LSE (the sink joined) to lse; with more, the split's float32 partial O (normalized over
+// A finished row, from its state relative to its running max: with one split, O / l in T to out
+// and the LSE (the sink joined) to lse; with more, the split's float32 partial O (normalized over
 // its keys) and LSE (no sink: decode_merge_kernel adds it once) to the workspace (decode.h,
 // DecodeSplit). Row (b, i, h) of split s_idx: running max `row_max` (raw units), denominator `row_sum`, the
 // thread's four O columns [c, c + 4) in `acc` (unnormalized); `lse_writer` marks the one thread
@@ -98,7 +81,7 @@ __device__ __forceinline__ void decode_finish_row(const KernelArgs& a, const Dec
                                                   std::int64_t i, std::int64_t h, int c,
                                                   float row_max, float row_sum, float4 acc,
                                                   bool lse_writer) {
-  const bool whole = split.splits == 1 || split.cluster;  // cluster: the merged row
+  const bool whole = split.splits == 1;
   const RowResult res =
       finalize_row(row_max, row_sum, whole ? sink_raw(a, h) : -INFINITY, a.scale_log2);
   const float4 v = make_float4(acc.x * res.inv, acc.y * res.inv, acc.z * res.inv,

@@ -1,6 +1,5 @@
 // launch_decode (decode.h): the append (a kernel of its own, or fused into the tensor-core
-// attention: kFusedAppendMax), the split-KV attention and the merge (a kernel of its own, or
-// inside the attention's thread-block clusters: DecodeSplit::cluster), in stream order.
+// attention: kFusedAppendMax), the split-KV attention and the merge, in stream order.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -45,31 +44,8 @@ Status launch_decode(const KernelArgs& args, const DecodeNewTokens& new_tokens,
   const dim3 grid(static_cast<unsigned>(split.splits * chunks * args.kv_heads),
                   static_cast<unsigned>(args.batch));
   if constexpr (kMma) {
-    const DecodeNewTokens nt = fused ? new_tokens : DecodeNewTokens{};
-    if (split.cluster) {
-      // The splits of a (sequence, kv head, chunk) are consecutive along x: one cluster.
-      if (split.splits > 8) {
-        FA_CUDA_RETURN_IF_ERROR(
-            cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1),
-            "flash-decode: cudaFuncSetAttribute(non-portable cluster size)");
-      }
-      cudaLaunchAttribute attr[1] = {};
-      attr[0].id = cudaLaunchAttributeClusterDimension;
-      attr[0].val.clusterDim.x = static_cast<unsigned>(split.splits);
-      attr[0].val.clusterDim.y = 1;
-      attr[0].val.clusterDim.z = 1;
-      cudaLaunchConfig_t cfg = {};
-      cfg.gridDim = grid;
-      cfg.blockDim = dim3(Tr::kThreads);
-      cfg.dynamicSmemBytes = Tr::kSmemBytes;
-      cfg.stream = stream;
-      cfg.attrs = attr;
-      cfg.numAttrs = 1;
-      FA_CUDA_RETURN_IF_ERROR(cudaLaunchKernelEx(&cfg, kernel, args, split, nt),
-                              "flash-decode: cluster launch of decode_mma_kernel");
-      return check_launch("decode_attention_kernel");
-    }
-    kernel<<<grid, Tr::kThreads, Tr::kSmemBytes, stream>>>(args, split, nt);
+    kernel<<<grid, Tr::kThreads, Tr::kSmemBytes, stream>>>(
+        args, split, fused ? new_tokens : DecodeNewTokens{});
   } else {
     kernel<<<grid, Tr::kThreads, Tr::kSmemBytes, stream>>>(args, split);
   }

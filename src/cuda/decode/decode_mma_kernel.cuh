@@ -38,7 +38,6 @@
 #include "cuda/common/device_dtype.cuh"
 #include "cuda/decode/decode.h"
 #include "cuda/decode/decode_block.cuh"
-#include "cuda/decode/decode_cluster_merge.cuh"
 #include "cuda/decode/decode_trace.cuh"
 #include "cuda/primitives/cp_async.cuh"
 #include "cuda/primitives/ldmatrix.cuh"
@@ -71,15 +70,27 @@ struct DecodeMmaTraits {
   // The merge: the warps' O as float [kWarps][kRows][kOStride], then their max and sum.
   static constexpr int kOStride = kD + 4;
   static constexpr int kMergeBytes = 4 * (kWarps * kRows * kOStride + 2 * kWarps * kRows);
-  // The cluster merge's state of the block's rows (decode_cluster_merge.cuh), after the above.
-  using ClusterState = ClusterRowState<kRows, kD>;
-  static constexpr int kClusterOffset = kMergeBytes;
-  static constexpr int kMergeEnd = kClusterOffset + static_cast<int>(ClusterState::kBytes);
-  static constexpr int kSmemBytes = kPipeBytes > kMergeEnd ? kPipeBytes : kMergeEnd;
-  static_assert(kClusterOffset % 16 == 0, "float4 rows of the cluster state");
+  static constexpr int kSmemBytes = kPipeBytes > kMergeBytes ? kPipeBytes : kMergeBytes;
   static_assert(kD == 64 || kD == 128 || kD == 256, "head-dim buckets");
   static_assert(kBlockN % kRowsPerCopy == 0, "copy passes must tile the key tile");
 };
+
+// The packed rows of a lane: fragment rows g and g + 8 of the chunk starting at packed row r0.
+struct PackedRow {
+  int i;  // query token (validate(): seqlen_q and heads fit an int)
+  int h;  // query head
+  bool valid;      // inside the call's rows (the chunk's last rows can be padding)
+};
+
+__device__ __forceinline__ PackedRow packed_row(std::int64_t row, std::int64_t group,
+                                                std::int64_t hk, std::int64_t rows_total) {
+  PackedRow p;
+  p.valid = row < rows_total;
+  const DivMod d = divmod_fast(p.valid ? row : 0, group);
+  p.i = static_cast<int>(d.q);
+  p.h = static_cast<int>(hk * group + d.r);
+  return p;
+}
 
 // Where the K and V rows of one (sequence, kv head) lie, set up once per block so that a key
 // tile's addresses cost a few integer instructions per 16 keys: the first version called
@@ -519,21 +530,7 @@ decode_mma_kernel(KernelArgs args, DecodeSplit split, DecodeNewTokens nt) {
       acc.z = fmaf(wt, ow.z, acc.z);
       acc.w = fmaf(wt, ow.w, acc.w);
     }
-    if (split.cluster) {  // uniform: the cluster merges every split's state below
-      using State = typename Tr::ClusterState;
-      unsigned char* state = smem_raw + Tr::kClusterOffset;
-      *reinterpret_cast<float4*>(state + State::o_at(r, 4 * cg)) = acc;
-      if (cg == 0) {
-        *reinterpret_cast<float*>(state + State::max_at(r)) = m;
-        *reinterpret_cast<float*>(state + State::sum_at(r)) = l;
-      }
-    } else {
-      decode_finish_row<T>(args, split, blk.s_idx, b, pr.i, pr.h, 4 * cg, m, l, acc, cg == 0);
-    }
-  }
-  if (split.cluster) {
-    decode_cluster_merge<T, kRows, kD, Tr::kThreads>(args, split, b, r0, group, hk, rows_total,
-                                                     q_smem + Tr::kClusterOffset, tid);
+    decode_finish_row<T>(args, split, blk.s_idx, b, pr.i, pr.h, 4 * cg, m, l, acc, cg == 0);
   }
   trace.report(count);
 }

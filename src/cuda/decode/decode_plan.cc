@@ -61,25 +61,6 @@ std::int64_t decode_splits(const ForwardParams& p, int sm_count) {
   return 1;
 }
 
-std::int64_t decode_max_cluster_splits(const ForwardParams& p) {
-  return decode_blocks_per_sm(p) >= 2 ? 16 : 8;
-}
-
-bool decode_cluster_merge(const ForwardParams& p, int cc_major, std::int64_t splits) {
-  return cc_major >= 9 && p.q.dtype != DType::kFP32 && splits >= 2 &&
-         splits <= decode_max_cluster_splits(p);
-}
-
-DecodePlan decode_plan(const ForwardParams& p, int sm_count, int cc_major) {
-  DecodePlan plan;
-  plan.splits = decode_splits(p, sm_count);
-  if (p.num_splits <= 0 && cc_major >= 9 && p.q.dtype != DType::kFP32) {
-    plan.splits = std::min(plan.splits, decode_max_cluster_splits(p));
-  }
-  plan.cluster = decode_cluster_merge(p, cc_major, plan.splits);
-  return plan;
-}
-
 namespace {
 std::size_t partial_rows(const ForwardParams& p, std::int64_t splits) {
   return static_cast<std::size_t>(splits * p.batch() * p.seqlen_q() * p.heads());
@@ -90,13 +71,13 @@ std::size_t o_part_bytes(const ForwardParams& p, std::int64_t splits) {
 }
 }  // namespace
 
-std::size_t decode_workspace_bytes(const ForwardParams& p, const DecodePlan& plan) {
-  if (plan.splits <= 1 || plan.cluster) return 0;
-  return o_part_bytes(p, plan.splits) + partial_rows(p, plan.splits) * 4;
+std::size_t decode_workspace_bytes(const ForwardParams& p, std::int64_t splits) {
+  if (splits <= 1) return 0;
+  return o_part_bytes(p, splits) + partial_rows(p, splits) * 4;
 }
 
 void decode_workspace_layout(const ForwardParams& p, void* workspace, DecodeSplit* split) {
-  if (split->splits <= 1 || split->cluster) return;
+  if (split->splits <= 1) return;
   split->o_part = static_cast<float*>(workspace);
   split->lse_part = reinterpret_cast<float*>(static_cast<unsigned char*>(workspace) +
                                              o_part_bytes(p, split->splits));
