@@ -45,7 +45,9 @@ struct DecodeBlock {
   template <int kRows, int kBlockN>
   __device__ __forceinline__ static DecodeBlock make(const KernelArgs& a, const DecodeSplit& split) {
     DecodeBlock k;
-    k.group = a.heads / a.kv_heads;
+    // Every division here runs before the block's first K / V load can be issued (its key range
+    // needs them): 32-bit ones where the operands fit (divmod_fast), not the 64-bit subroutine.
+    k.group = divmod_fast(a.heads, a.kv_heads).q;
     k.rows_total = a.seqlen_q * k.group;
     const std::int64_t chunks = (k.rows_total + kRows - 1) / kRows;
     const DivMod by_split = divmod_fast(blockIdx.x, split.splits);
@@ -62,7 +64,7 @@ struct DecodeBlock {
     std::int64_t t_first = 0, t_end = 0;
     k.rule.tile_range(k.i_first, k.i_count, kBlockN, &t_first, &t_end);
     const std::int64_t tiles = max(std::int64_t{0}, t_end - t_first);
-    const std::int64_t per_split = (tiles + split.splits - 1) / split.splits;
+    const std::int64_t per_split = divmod_fast(tiles + split.splits - 1, split.splits).q;
     k.n_begin = t_first + min(tiles, k.s_idx * per_split);
     k.n_stop = t_first + min(tiles, (k.s_idx + 1) * per_split);
     return k;

@@ -28,6 +28,7 @@
 #include "cuda/attention/online_softmax.cuh"
 #include "cuda/common/device_dtype.cuh"
 #include "cuda/decode/decode.h"
+#include "cuda/decode/decode_block.cuh"
 
 namespace flashattn::cuda {
 
@@ -43,9 +44,10 @@ decode_merge_kernel(KernelArgs args, DecodeSplit split) {
   __shared__ float red_smem[kMergeThreads / 32];
   __shared__ float4 acc_smem[kMergeThreads];
   const int tid = static_cast<int>(threadIdx.x), lane = tid % 32, warp = tid / 32;
-  const std::int64_t row = blockIdx.x;
-  const std::int64_t h = row % args.heads, i = (row / args.heads) % args.seqlen_q;
-  const std::int64_t b = row / args.heads / args.seqlen_q;
+  // 32-bit divisions (the rows fit: supports()); the 64-bit subroutine sat before every load.
+  const DivMod by_head = divmod_fast(blockIdx.x, args.heads);
+  const DivMod by_token = divmod_fast(by_head.q, args.seqlen_q);
+  const std::int64_t h = by_head.r, i = by_token.r, b = by_token.q;
   const int splits = static_cast<int>(split.splits);
   // Column groups of 4 (head_dim is a multiple of 8) and the slices of splits over the threads:
   // d128 32 groups x 4 slices; a thread of slice >= slices only reads LSEs.

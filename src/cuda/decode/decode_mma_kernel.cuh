@@ -505,10 +505,14 @@ decode_mma_kernel(KernelArgs args, DecodeSplit split, DecodeNewTokens nt) {
   constexpr int kColGroups = kD / 4;
   constexpr int kRowStep = Tr::kThreads / kColGroups;
   const int cg = tid % kColGroups;
-#pragma unroll
+  // Not unrolled, and left at the first padding row (the rows after it are padding too): this
+  // code runs once per block, from a cold instruction cache, so its size is its time. Unrolled,
+  // the 4 row copies at d128 took 1.3 us from the warps' merge to the last store at batch 1 x 8k
+  // (H100, tools/profile/decode_step.py --trace), 4 of 16 rows valid at 32 / 8 heads.
+#pragma unroll 1
   for (int r = tid / kColGroups; r < kRows; r += kRowStep) {
     const PackedRow pr = packed_row(r0 + r, group, hk, rows_total);
-    if (!pr.valid) continue;
+    if (!pr.valid) break;
     // The warps' states are relative to their own (possibly stale) maxima: rescale to the
     // largest, as combine() does with splits.
     float m = -INFINITY;
