@@ -6,7 +6,9 @@ bound by the Python and C++ host path, not by the kernels. --timeline captures t
 CUDA graph and replays it --steps times after an L2 flush each, under torch.profiler: each kernel's
 median duration and the median gaps between the step's kernels (what a launch costs inside a
 graph), beside the median span of the whole step; --flush-mib 1 leaves a cache that fits
-in L2 there. --trace replays the graph --steps times the same way, one at a time, for a build
+in L2 there, and --flush-read reads the buffer (a sum) rather than writing it, so L2 is left
+holding clean lines instead of dirty ones that must be written back as the step's loads evict
+them. --trace replays the graph --steps times the same way, one at a time, for a build
 with -DFLASHATTN_DECODE_TRACE (scripts/device_decode_trace.sh), whose attention blocks print
 their phase timestamps (decode_trace_report.py reads them).
 
@@ -33,6 +35,8 @@ def main() -> None:
     p.add_argument("--steps", type=int, default=5)
     p.add_argument("--flush-mib", type=int, default=256,
                    help="--timeline: MiB written before each replay (1: the cache stays in L2)")
+    p.add_argument("--flush-read", action="store_true",
+                   help="--timeline / --trace: flush by reading the buffer (clean L2) instead of writing")
     p.add_argument("--timing", action="store_true", help="host vs GPU time per call")
     p.add_argument("--timeline", action="store_true",
                    help="kernel durations and the gaps between them, graph replays")
@@ -63,12 +67,13 @@ def main() -> None:
         print_cprofile(step, a.steps)
         return
     if a.trace:
-        replay_one_at_a_time(step, a.steps, a.flush_mib)
+        replay_one_at_a_time(step, a.steps, make_flush(a.flush_mib, a.flush_read))
         return
     if a.timeline:
-        print_timeline(step, a.steps, a.flush_mib,
+        print_timeline(step, a.steps, make_flush(a.flush_mib, a.flush_read),
                        f"batch {a.batch} heads {a.heads}/{a.kv_heads} cache {a.cache_len} page "
-                       f"{a.page} splits {a.num_splits or 'auto'} flush {a.flush_mib} MiB")
+                       f"{a.page} splits {a.num_splits or 'auto'} flush {a.flush_mib} MiB"
+                       f"{' read' if a.flush_read else ''}")
         return
     if not a.timing:
         for _ in range(a.steps):
@@ -80,26 +85,32 @@ def main() -> None:
           f"host {host_us:.1f} us/call, GPU {gpu_us:.1f} us/call over {a.steps} calls")
 
 
-def replay_one_at_a_time(step, steps: int, flush_mib: int) -> None:
-    flush = torch.empty(max(1, flush_mib) << 20, dtype=torch.uint8, device="cuda")
+def make_flush(flush_mib: int, read: bool):
+    """The L2 flush run before each replay: writes (fill_) or reads (a sum of) the buffer."""
+    buf = torch.ones(max(1, flush_mib) << 18, dtype=torch.int32, device="cuda")
+    if read:
+        return lambda: buf.sum()
+    return lambda: buf.fill_(1)
+
+
+def replay_one_at_a_time(step, steps: int, flush) -> None:
     step()
     torch.cuda.synchronize()
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
         step()
     for _ in range(steps):
-        flush.fill_(1)
+        flush()
         torch.cuda.synchronize()  # the trace's launches stay apart in time
         graph.replay()
         torch.cuda.synchronize()
 
 
-def print_timeline(step, steps: int, flush_mib: int, title: str) -> None:
+def print_timeline(step, steps: int, flush, title: str) -> None:
     import statistics
 
     from torch.profiler import ProfilerActivity, profile
 
-    flush = torch.empty(max(1, flush_mib) << 20, dtype=torch.uint8, device="cuda")
     step()  # the cache's first append, kernel images loaded
     torch.cuda.synchronize()
     graph = torch.cuda.CUDAGraph()
@@ -110,7 +121,7 @@ def print_timeline(step, steps: int, flush_mib: int, title: str) -> None:
     torch.cuda.synchronize()
     with profile(activities=[ProfilerActivity.CUDA]) as prof:
         for _ in range(steps):
-            flush.fill_(1)
+            flush()
             graph.replay()
         torch.cuda.synchronize()
     # The events in time order; a step is the kernels after each flush.
@@ -118,7 +129,7 @@ def print_timeline(step, steps: int, flush_mib: int, title: str) -> None:
                     key=lambda e: e.time_range.start)
     runs, cur = [], None
     for e in events:
-        if "fill" in e.name.lower() or "memset" in e.name.lower():
+        if any(w in e.name.lower() for w in ("fill", "memset", "reduce")):  # the flush
             cur = []
             runs.append(cur)
         elif cur is not None:
