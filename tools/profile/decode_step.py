@@ -8,7 +8,8 @@ median duration and the median gaps between the step's kernels (what a launch co
 graph), beside the median span of the whole step; --flush-mib 1 leaves a cache that fits
 in L2 there, and --flush-read reads the buffer (a sum) rather than writing it, so L2 is left
 holding clean lines instead of dirty ones that must be written back as the step's loads evict
-them. --trace replays the graph --steps times the same way, one at a time, for a build
+them. --peer cudnn (or flash) times torch's SDPA with that backend instead (enable_gqa, the
+whole contiguous cache as keys, as the bench's decode peers), for the same timeline. --trace replays the graph --steps times the same way, one at a time, for a build
 with -DFLASHATTN_DECODE_TRACE (scripts/device_decode_trace.sh), whose attention blocks print
 their phase timestamps (decode_trace_report.py reads them).
 
@@ -40,6 +41,8 @@ def main() -> None:
     p.add_argument("--timing", action="store_true", help="host vs GPU time per call")
     p.add_argument("--timeline", action="store_true",
                    help="kernel durations and the gaps between them, graph replays")
+    p.add_argument("--peer", choices=["cudnn", "flash"], default=None,
+                   help="time torch SDPA with this backend instead of flashattn")
     p.add_argument("--trace", action="store_true",
                    help="graph replays one at a time, for a -DFLASHATTN_DECODE_TRACE build")
     p.add_argument("--cprofile", action="store_true",
@@ -62,6 +65,16 @@ def main() -> None:
         flashattn.flash_attn_with_kvcache(q, k_cache, v_cache, k_new, v_new,
                                           cache_seqlens=seqlens, block_table=table,
                                           num_splits=a.num_splits)
+
+    if a.peer:
+        from torch.nn.attention import SDPBackend, sdpa_kernel
+        from torch.nn.functional import scaled_dot_product_attention
+        backend = {"cudnn": SDPBackend.CUDNN_ATTENTION, "flash": SDPBackend.FLASH_ATTENTION}[a.peer]
+        qt, kt, vt = q.transpose(1, 2), k_cache.transpose(1, 2), v_cache.transpose(1, 2)
+
+        def step():  # noqa: F811 (the peer's step replaces ours)
+            with sdpa_kernel(backend):
+                scaled_dot_product_attention(qt, kt, vt, enable_gqa=a.kv_heads != a.heads)
 
     if a.cprofile:
         print_cprofile(step, a.steps)
@@ -87,7 +100,7 @@ def main() -> None:
 
 def make_flush(flush_mib: int, read: bool):
     """The L2 flush run before each replay: writes (fill_) or reads (a sum of) the buffer."""
-    buf = torch.ones(max(1, flush_mib) << 18, dtype=torch.int32, device="cuda")
+    buf = torch.ones(max(1, flush_mib) << 18, dtype=torch.float32, device="cuda")  # sum: no cast
     if read:
         return lambda: buf.sum()
     return lambda: buf.fill_(1)
