@@ -28,6 +28,8 @@ nvcc -std=c++17 -O3 --expt-relaxed-constexpr -arch="$arch" -cubin -Isrc -Iinclud
     keep && /(spill|Used)/ { sub(/^ptxas info *: */, ""); print "  " $0 }'
 
 cuobjdump -sass "$cubin" | awk -v dir=build-sass -v pat="$pattern" '
-  /Function :/ { name = $3; keep = name ~ pat; if (keep) { out = dir "/" name ".sass"; printf "" > out } }
+  /Function :/ {
+    name = $3; keep = name ~ pat
+    if (keep) { out = dir "/" name ".sass"; printf "" > out; print "wrote " out > "/dev/stderr" }
+  }
   keep && /^ +\/\*[0-9a-f]+\*\// { sub(/ *\/\* 0x[0-9a-f]+ \*\//, ""); print >> out }'
-ls build-sass/*.sass | sed 's/^/wrote /'

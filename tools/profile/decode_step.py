@@ -9,13 +9,14 @@ graph), beside the median span of the whole step; --flush-mib 1 leaves a cache t
 in L2 there, and --flush-read reads the buffer (a sum) rather than writing it, so L2 is left
 holding clean lines instead of dirty ones that must be written back as the step's loads evict
 them. --peer cudnn (or flash) times torch's SDPA with that backend instead (enable_gqa, the
-whole contiguous cache as keys, as the bench's decode peers), for the same timeline. --trace replays the graph --steps times the same way, one at a time, for a build
-with -DFLASHATTN_DECODE_TRACE (scripts/device_decode_trace.sh), whose attention blocks print
-their phase timestamps (decode_trace_report.py reads them).
+whole contiguous cache as keys, as the bench's decode peers), for the same timeline. --trace
+replays the graph --steps times the same way, one at a time, for a build with
+-DFLASHATTN_DECODE_TRACE (scripts/device_decode_trace.sh), whose attention blocks print their
+phase timestamps (decode_trace_report.py reads them).
 
     python3 tools/profile/decode_step.py [--batch 64] [--heads 32] [--kv-heads 8]
         [--cache-len 8192] [--page 0] [--steps 5]
-        [--timing | --timeline [--flush-mib 256] | --trace [--flush-mib 256]]
+        [--timing | --timeline | --trace] [--flush-mib 256] [--flush-read] [--peer cudnn]
 """
 import argparse
 
@@ -61,20 +62,13 @@ def main() -> None:
     else:
         k_cache = torch.randn(a.batch, a.cache_len, a.kv_heads, d, device=dev, dtype=dt)
     v_cache = torch.randn_like(k_cache)
-    def step():
-        flashattn.flash_attn_with_kvcache(q, k_cache, v_cache, k_new, v_new,
-                                          cache_seqlens=seqlens, block_table=table,
-                                          num_splits=a.num_splits)
-
     if a.peer:
-        from torch.nn.attention import SDPBackend, sdpa_kernel
-        from torch.nn.functional import scaled_dot_product_attention
-        backend = {"cudnn": SDPBackend.CUDNN_ATTENTION, "flash": SDPBackend.FLASH_ATTENTION}[a.peer]
-        qt, kt, vt = q.transpose(1, 2), k_cache.transpose(1, 2), v_cache.transpose(1, 2)
-
-        def step():  # noqa: F811 (the peer's step replaces ours)
-            with sdpa_kernel(backend):
-                scaled_dot_product_attention(qt, kt, vt, enable_gqa=a.kv_heads != a.heads)
+        step = peer_step(a.peer, q, k_cache, v_cache, a.kv_heads != a.heads)
+    else:
+        def step():
+            flashattn.flash_attn_with_kvcache(q, k_cache, v_cache, k_new, v_new,
+                                              cache_seqlens=seqlens, block_table=table,
+                                              num_splits=a.num_splits)
 
     if a.cprofile:
         print_cprofile(step, a.steps)
@@ -96,6 +90,19 @@ def main() -> None:
     host_us, gpu_us = host_and_gpu_us(step, a.steps, warmup=3)
     print(f"batch {a.batch} heads {a.heads}/{a.kv_heads} cache {a.cache_len} page {a.page}: "
           f"host {host_us:.1f} us/call, GPU {gpu_us:.1f} us/call over {a.steps} calls")
+
+
+def peer_step(peer: str, q, k_cache, v_cache, gqa: bool):
+    """torch SDPA's decode step with backend `peer` over the whole contiguous cache."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    from torch.nn.functional import scaled_dot_product_attention
+    backend = {"cudnn": SDPBackend.CUDNN_ATTENTION, "flash": SDPBackend.FLASH_ATTENTION}[peer]
+    qt, kt, vt = q.transpose(1, 2), k_cache.transpose(1, 2), v_cache.transpose(1, 2)
+
+    def step():
+        with sdpa_kernel(backend):
+            scaled_dot_product_attention(qt, kt, vt, enable_gqa=gqa)
+    return step
 
 
 def make_flush(flush_mib: int, read: bool):

@@ -10,8 +10,10 @@ SM clock the cycle counts were converted at.
 import statistics
 import sys
 
+# decode_trace.cuh's DecodeTracePoint, in order: kTraceTiles = TILES tile marks from TILE0.
 POINTS = ["entry", "block known", "tiles issued", "loop start", "tile 0 landed", "tile 1 landed",
           "tile 2 landed", "tile 3 landed", "loop end", "warps merged", "rows written"]
+TILE0, TILES = POINTS.index("tile 0 landed"), 4
 
 
 def main() -> None:
@@ -48,7 +50,7 @@ def main() -> None:
         start = ln[0][0]
         for i, p in enumerate(POINTS):
             v = sorted((b[0] - start + b[3][i] * ns_per_clk) / 1000 for b in ln
-                       if i < 4 + min(b[2], 4) or i >= 8)
+                       if i < TILE0 + min(b[2], TILES) or i >= TILE0 + TILES)
             if v:
                 for k, x in enumerate((v[0], v[len(v) // 2], v[-1])):
                     rows[p][k].append(x)

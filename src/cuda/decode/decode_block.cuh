@@ -10,25 +10,10 @@
 #include "cuda/attention/online_softmax.cuh"
 #include "cuda/attention/score_mod.cuh"
 #include "cuda/common/device_dtype.cuh"
+#include "cuda/common/exact_div.cuh"
 #include "cuda/decode/decode.h"
 
 namespace flashattn::cuda {
-
-// a / b and a % b for b > 0, on the 32-bit divider when a and b fit 32 unsigned bits (every
-// realistic call: a block's packed rows and grid coordinates); else the 64-bit division, a
-// subroutine of ~70 instructions that decode_mma_kernel called ~13 times per thread per block.
-struct DivMod {
-  std::int64_t q, r;
-};
-__device__ __forceinline__ DivMod divmod_fast(std::int64_t a, std::int64_t b) {
-  if (((static_cast<std::uint64_t>(a) | static_cast<std::uint64_t>(b)) >> 32) == 0) {
-    const std::uint32_t a32 = static_cast<std::uint32_t>(a), b32 = static_cast<std::uint32_t>(b);
-    const std::uint32_t q32 = a32 / b32;
-    return {q32, a32 - q32 * b32};
-  }
-  const std::int64_t q = a / b;
-  return {q, a - q * b};
-}
 
 // Block (split s, row chunk c, kv head hk; batch entry b) of the grid (launch_decode): its kRows
 // packed rows (row r of the chunk is token (r0 + r) / group, head hk * group + (r0 + r) % group),

@@ -27,8 +27,8 @@
 #include "common/attention_args.h"
 #include "cuda/attention/online_softmax.cuh"
 #include "cuda/common/device_dtype.cuh"
+#include "cuda/common/exact_div.cuh"
 #include "cuda/decode/decode.h"
-#include "cuda/decode/decode_block.cuh"
 
 namespace flashattn::cuda {
 

@@ -30,6 +30,9 @@ enum DecodeTracePoint : int {
   kTraceEnd,          // the block's rows written
   kTracePoints
 };
+// report()'s line has one clk field per point; tools/profile/decode_trace_report.py reads it
+// with the same names and order (its POINTS, TILE0 and TILES).
+static_assert(kTracePoints == 11 && kTraceTile0 == 4, "report()'s fields and the report's");
 
 struct DecodeTrace {
 #ifdef FLASHATTN_DECODE_TRACE
@@ -45,7 +48,7 @@ struct DecodeTrace {
     return t;
   }
   __device__ __forceinline__ void mark(int point, std::uint32_t dep = 0) const {
-    if (threadIdx.x == 0 && point < kTracePoints) clk[point] = ptx::clock_after(dep);
+    if (threadIdx.x == 0) clk[point] = ptx::clock_after(dep);
   }
   __device__ __forceinline__ void report(int tiles) const {
     if (threadIdx.x != 0) return;
