@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "common/fast_divmod.h"
 #include "common/host_device.h"
 #include "cuda/common/kernel_args.h"
 #include "flashattn/forward.h"
@@ -38,6 +39,10 @@ struct DecodeSplit {
   float* o_part = nullptr;
   float* lse_part = nullptr;
   DecodeBounds bounds;
+  // The grid's divisors, set by launch_decode (DecodeBlock::make reads the block's split, chunk
+  // and kv head from blockIdx.x with them, and a packed row's token and head): splits, row
+  // chunks per kv head, and the GQA group heads / kv_heads.
+  FastDivmod by_splits, by_chunks, by_group;
 };
 
 // New tokens up to this many per call are appended by the tensor-core attention kernel itself

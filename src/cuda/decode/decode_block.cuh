@@ -30,26 +30,33 @@ struct DecodeBlock {
   template <int kRows, int kBlockN>
   __device__ __forceinline__ static DecodeBlock make(const KernelArgs& a, const DecodeSplit& split) {
     DecodeBlock k;
-    // Every division here runs before the block's first K / V load can be issued (its key range
-    // needs them): 32-bit ones where the operands fit (divmod_fast), not the 64-bit subroutine.
-    k.group = divmod_fast(a.heads, a.kv_heads).q;
-    k.rows_total = a.seqlen_q * k.group;
-    const std::int64_t chunks = (k.rows_total + kRows - 1) / kRows;
-    const DivMod by_split = divmod_fast(blockIdx.x, split.splits);
-    const DivMod by_chunk = divmod_fast(by_split.q, chunks);
-    k.s_idx = by_split.r;
-    k.r0 = by_chunk.r * kRows;
-    k.hk = by_chunk.q;
+    // Everything here runs before the block's first K / V load can be issued (its key range
+    // needs it): the sequence's length first (a load: cache_seqlens[b]), and the grid's divisions
+    // with the host's divisors while it is in flight (FastDivmod: 3 instructions, not the ~20 of
+    // a 32-bit division; 1.7 us from the block's start to its key range at batch 1 x 8k on the
+    // H100 with divisions, tools/profile/decode_step.py --trace).
     k.b = blockIdx.y;
     k.seq = a.seq(k.b);
+    k.group = split.by_group.d;
+    k.rows_total = a.seqlen_q * k.group;
+    std::uint32_t q = 0, r = 0;
+    split.by_splits.divmod(blockIdx.x, &q, &r);
+    k.s_idx = r;
+    split.by_chunks.divmod(q, &q, &r);
+    k.r0 = static_cast<std::int64_t>(r) * kRows;
+    k.hk = q;
     k.seq.seqlen_k = max(std::int64_t{0}, min(k.seq.seqlen_k, split.bounds.capacity));
     k.rule = a.mask(k.seq);
-    k.i_first = divmod_fast(k.r0, k.group).q;
-    k.i_count = divmod_fast(min(k.rows_total, k.r0 + kRows) - 1, k.group).q - k.i_first + 1;
+    // Rows fit 31 bits (supports(): batch * seqlen_q * heads < 2^31).
+    k.i_first = split.by_group.div(static_cast<std::uint32_t>(k.r0));
+    k.i_count = split.by_group.div(static_cast<std::uint32_t>(min(k.rows_total, k.r0 + kRows) - 1)) -
+                k.i_first + 1;
     std::int64_t t_first = 0, t_end = 0;
     k.rule.tile_range(k.i_first, k.i_count, kBlockN, &t_first, &t_end);
     const std::int64_t tiles = max(std::int64_t{0}, t_end - t_first);
-    const std::int64_t per_split = divmod_fast(tiles + split.splits - 1, split.splits).q;
+    // Key tiles fit 31 bits (the capacity's keys do).
+    const std::int64_t per_split =
+        split.by_splits.div(static_cast<std::uint32_t>(tiles + split.splits - 1));
     k.n_begin = t_first + min(tiles, k.s_idx * per_split);
     k.n_stop = t_first + min(tiles, (k.s_idx + 1) * per_split);
     return k;

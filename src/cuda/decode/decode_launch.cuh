@@ -16,13 +16,17 @@ namespace flashattn::cuda {
 
 template <typename T, int kD>
 Status launch_decode(const KernelArgs& args, const DecodeNewTokens& new_tokens,
-                     const DecodeSplit& split, cudaStream_t stream) {
+                     const DecodeSplit& split_in, cudaStream_t stream) {
   // 16-bit inputs run on tensor cores; float32 on CUDA cores.
   constexpr bool kMma = !std::is_same_v<T, float>;
   using Tr = std::conditional_t<kMma, DecodeMmaTraits<kD>, DecodeTraits<kD>>;
   const std::int64_t group = args.kv_heads > 0 ? args.heads / args.kv_heads : 0;
   const std::int64_t chunks = (args.seqlen_q * group + Tr::kRows - 1) / Tr::kRows;
   const bool any_block = args.batch > 0 && chunks > 0 && args.kv_heads > 0;
+  DecodeSplit split = split_in;
+  split.by_splits = FastDivmod::make(split.splits);
+  split.by_chunks = FastDivmod::make(chunks);
+  split.by_group = FastDivmod::make(group);
   // The tensor-core kernel appends short runs of new tokens itself (kFusedAppendMax).
   const bool fused = kMma && any_block && args.seqlen_new > 0 &&
                      args.seqlen_new <= kFusedAppendMax;

@@ -82,13 +82,14 @@ struct PackedRow {
   bool valid;      // inside the call's rows (the chunk's last rows can be padding)
 };
 
-__device__ __forceinline__ PackedRow packed_row(std::int64_t row, std::int64_t group,
+__device__ __forceinline__ PackedRow packed_row(std::int64_t row, const FastDivmod& group,
                                                 std::int64_t hk, std::int64_t rows_total) {
   PackedRow p;
   p.valid = row < rows_total;
-  const DivMod d = divmod_fast(p.valid ? row : 0, group);
-  p.i = static_cast<int>(d.q);
-  p.h = static_cast<int>(hk * group + d.r);
+  std::uint32_t q = 0, r = 0;
+  group.divmod(static_cast<std::uint32_t>(p.valid ? row : 0), &q, &r);  // rows < 2^31
+  p.i = static_cast<int>(q);
+  p.h = static_cast<int>(hk * group.d + r);
   return p;
 }
 
@@ -321,29 +322,12 @@ decode_mma_kernel(KernelArgs args, DecodeSplit split, DecodeNewTokens nt) {
   const int tid = static_cast<int>(threadIdx.x), lane = tid % 32, warp = tid / 32;
   const int g = lane / 4, t = lane % 4;
   const DecodeBlock blk = DecodeBlock::make<kRows, kBlockN>(args, split);
-  const std::int64_t group = blk.group, rows_total = blk.rows_total, hk = blk.hk, b = blk.b;
+  const std::int64_t rows_total = blk.rows_total, hk = blk.hk, b = blk.b;
   const std::int64_t r0 = blk.r0, n_begin = blk.n_begin;
   const SeqInfo& seq = blk.seq;
   const MaskRule& rule = blk.rule;
   const int count = static_cast<int>(blk.n_stop - n_begin);
   trace.mark(kTraceBlock, static_cast<std::uint32_t>(count));
-  // Tiles every row of the chunk sees whole (no mask needed: MaskRule::interior_tiles).
-  std::int64_t interior_first = 0, interior_end = 0;
-  rule.interior_tiles(blk.i_first, blk.i_count, kBlockN, &interior_first, &interior_end);
-
-  // Q's rows (zeros past the last row and past head_dim): commit group 0.
-  {
-    const auto* q_base = static_cast<const T*>(args.q);
-    for (int e = tid; e < kRows * Tr::kChunks; e += Tr::kThreads) {
-      const int r = e / Tr::kChunks, c = e % Tr::kChunks;
-      const PackedRow pr = packed_row(r0 + r, group, hk, rows_total);
-      const bool ok = pr.valid && c * 8 < args.head_dim;
-      const T* src = q_base + b * args.q_stride[0] + pr.i * args.q_stride[1] +
-                     pr.h * args.q_stride[2] + c * 8;
-      ptx::cp_async_16(q_smem + sm80::swizzle<Tr>(r, c), ok ? src : q_base, ok);
-    }
-    ptx::cp_async_commit();
-  }
   const DecodeKvRows kv = DecodeKvRows::make(args, split.bounds, nt, b, hk, seq.seqlen_k);
   const DecodeCopyLane<kD> lane_copy = DecodeCopyLane<kD>::make(kv, args.head_dim, tid);
   auto slot_k = [&](int j) { return kv_smem + (2 * (j % kStages)) * Tr::kTileBytes; };
@@ -357,14 +341,30 @@ decode_mma_kernel(KernelArgs args, DecodeSplit split, DecodeNewTokens nt) {
       decode_issue_tile<kD>(kv, lane_copy, n0, slot_k(j), slot_v(j), tid);
     }
   };
+  auto issue_q = [&] {  // Q's rows (zeros past the last row and past head_dim)
+    const auto* q_base = static_cast<const T*>(args.q);
+    for (int e = tid; e < kRows * Tr::kChunks; e += Tr::kThreads) {
+      const int r = e / Tr::kChunks, c = e % Tr::kChunks;
+      const PackedRow pr = packed_row(r0 + r, split.by_group, hk, rows_total);
+      const bool ok = pr.valid && c * 8 < args.head_dim;
+      const T* src = q_base + b * args.q_stride[0] + pr.i * args.q_stride[1] +
+                     pr.h * args.q_stride[2] + c * 8;
+      ptx::cp_async_16(q_smem + sm80::swizzle<Tr>(r, c), ok ? src : q_base, ok);
+    }
+  };
   // The ring's first kStages - 1 tiles: one commit group each (empty past the split's tiles, so
-  // the group count stays uniform). Not unrolled: one copy of the issue code for all of them.
+  // the group count stays uniform). Q joins tile 0's group, issued after it: the K / V tiles are
+  // what the step waits for. Not unrolled: one copy of the issue code for all of them.
 #pragma unroll 1
   for (int j = 0; j < kStages - 1; ++j) {
     if (j < count) issue(j);
+    if (j == 0) issue_q();
     ptx::cp_async_commit();
   }
   trace.mark(kTraceIssued);
+  // Tiles every row of the chunk sees whole (no mask needed: MaskRule::interior_tiles).
+  std::int64_t interior_first = 0, interior_end = 0;
+  rule.interior_tiles(blk.i_first, blk.i_count, kBlockN, &interior_first, &interior_end);
 
   // The fused append: block (split 0, chunk 0) of each (sequence, kv head) writes the new
   // tokens into the cache while the loads above are in flight. No block reads those cache rows
@@ -381,7 +381,7 @@ decode_mma_kernel(KernelArgs args, DecodeSplit split, DecodeNewTokens nt) {
   ScoreMod mods[2];
 #pragma unroll
   for (int hh = 0; hh < 2; ++hh) {
-    rows[hh] = packed_row(r0 + g + 8 * hh, group, hk, rows_total);
+    rows[hh] = packed_row(r0 + g + 8 * hh, split.by_group, hk, rows_total);
     mods[hh] = ScoreMod::make(args, b, rows[hh].h);
   }
   const bool any_mod = args.softcap > 0.0f || args.alibi_slopes != nullptr;
@@ -511,7 +511,7 @@ decode_mma_kernel(KernelArgs args, DecodeSplit split, DecodeNewTokens nt) {
   // (H100, tools/profile/decode_step.py --trace), 4 of 16 rows valid at 32 / 8 heads.
 #pragma unroll 1
   for (int r = tid / kColGroups; r < kRows; r += kRowStep) {
-    const PackedRow pr = packed_row(r0 + r, group, hk, rows_total);
+    const PackedRow pr = packed_row(r0 + r, split.by_group, hk, rows_total);
     if (!pr.valid) break;
     // The warps' states are relative to their own (possibly stale) maxima: rescale to the
     // largest, as combine() does with splits.
