@@ -78,6 +78,7 @@
 #include "cuda/primitives/wgmma_layout.h"
 #include "cuda/sm90/flash_sm90.h"
 #include "cuda/sm90/flash_sm90_config.h"
+#include "cuda/sm90/sm90_trace.cuh"
 
 namespace flashattn::cuda {
 namespace sm90 {
@@ -413,7 +414,7 @@ __device__ __forceinline__ void store_o_rows(const KernelArgs& args, const Block
 template <typename T, class Cfg, bool kVariants>
 __device__ __forceinline__ void consume(const KernelArgs& args, const Smem<Cfg>& sm,
                                         const BlockCoords& c, int consumer, int ring,
-                                        int q_buf) {
+                                        int q_buf, const Sm90Trace& trace) {
   constexpr int kBlockN = Cfg::kBlockN, kNTiles = Cfg::kNTiles, kDTiles = Cfg::kDTiles;
   // The consumer thread index, read afresh for each work tile (special_regs.cuh): held across
   // the work-tile loop, the lane's row was the one value the variant kernel spilled.
@@ -558,15 +559,18 @@ __device__ __forceinline__ void consume(const KernelArgs& args, const Smem<Cfg>&
       wait_or_trap(sm.k_full(first.stage), first.parity);
       ptx::fence_operands(s_acc);
       turn_begin();
+      trace.mark(kTraceTurn0);
       ptx::wgmma_fence();
       issue_qk<T, Cfg>(s_acc, q_desc, sm.k(first.stage));
       turn_end();
       ptx::wgmma_wait<0>();
       ptx::fence_operands(s_acc);
+      trace.mark(kTraceS0, __float_as_uint(s_acc[0]));
       release(sm.k_empty(first.stage));
       if (tiles == 1) release_q_early();
       softmax(s_frag, c.key_first);
       pack_p(s_acc, p);
+      trace.mark(kTraceP0, p[0][0]);
     }
     for (int it = 1; it < tiles; ++it) {
       const RingSlot<Cfg::kStages> cur = RingSlot<Cfg::kStages>::at(ring + it);
@@ -584,6 +588,7 @@ __device__ __forceinline__ void consume(const KernelArgs& args, const Smem<Cfg>&
       ptx::fence_operands(s_acc);
       fence_p_o(p);
       turn_begin();
+      if (it <= kSm90TraceTurns) trace.mark(kTraceTurn1 + it - 1);
       ptx::wgmma_fence();
       issue_qk<T, Cfg>(s_acc, q_desc, sm.k(s));
       issue_pv<T, Cfg>(o, p, sm.v(prev));
@@ -610,11 +615,13 @@ __device__ __forceinline__ void consume(const KernelArgs& args, const Smem<Cfg>&
     prepare_v(last, c.key_first + (tiles - 1) * kBlockN);
     fence_p_o(p);
     turn_begin();
+    trace.mark(kTraceLastTurn);
     ptx::wgmma_fence();
     issue_pv<T, Cfg>(o, p, sm.v(last));
     turn_end();
     ptx::wgmma_wait<0>();
     fence_p_o(p);
+    trace.mark(kTraceLastPv, __float_as_uint(o[0][0]));
     release(sm.v_empty(last));
   } else {
     release_q_early();
@@ -673,6 +680,7 @@ __device__ __forceinline__ void consume(const KernelArgs& args, const Smem<Cfg>&
     store_o_rows<T, Cfg>(args, c, seqlen_q, lse_gmem, lane_row, tq, o_frag, row_max[0],
                          row_sum[0], sink);
   }
+  trace.mark(kTraceStored);
 }
 
 }  // namespace sm90
@@ -729,6 +737,8 @@ flash_sm90_kernel(const __grid_constant__ KernelArgs args,
     // One loop counter (the tile is rederived from it): the variant kernel's consumers sit at
     // their 240-register limit, and the second counter spilled.
     for (int k = 0;; ++k) {
+      const sm90::Sm90Trace trace = sm90::Sm90Trace::round(warpgroup - 1, k, Cfg::kWarpgroup);
+      trace.top();
       // Every round with a tile waits for its q_full, also without key tiles: a skipped wait
       // would let the next round's wait pass on this round's phase. The round past the last
       // tile (the producer's final arrival) needs no wait.
@@ -748,11 +758,16 @@ flash_sm90_kernel(const __grid_constant__ KernelArgs args,
         if (tid % 32 == 0) next = ptx::ld_shared_u32(sm.tile_slot(qr.stage));
         next = __shfl_sync(0xffffffffu, next, 0);
       }
-      if (next >= static_cast<unsigned>(work.tiles)) break;
+      if (next >= static_cast<unsigned>(work.tiles)) {
+        sm90::Sm90Trace::report(warpgroup - 1, k, Cfg::kWarpgroup);
+        break;
+      }
       const int tile = static_cast<int>(next);
       const sm90::BlockCoords c = sm90::block_coords<Cfg, kVariants>(args, work, tile);
       if (!counted) sm90::wait_or_trap(sm.q_full(qr.stage), qr.parity);
-      sm90::consume<T, Cfg, kVariants>(args, sm, c, warpgroup - 1, ring, qr.stage);
+      trace.tile(next, c.n_tiles);
+      trace.mark(sm90::kTraceQ);
+      sm90::consume<T, Cfg, kVariants>(args, sm, c, warpgroup - 1, ring, qr.stage, trace);
       ring += c.n_tiles;
     }
     // The turn the last consumer handed on after its last one (consume). The warpgroup read
