@@ -3,9 +3,12 @@
 # (each under a timeout: a wrong mbarrier count traps after ~1 s rather than hanging), the sm90
 # tests (primitives and every flash-sm90 case of the GPU grids), then optional stages.
 #   bash scripts/device_sm90.sh [STAGES]
-# STAGES: comma-separated from build,smoke,test,alltest,tune,sanitize,decodecheck,decode,bench,
-# variants (default build,smoke,test). test runs the ctest names matching TEST_FILTER (default the sm90
-# ones); tune runs tools/tune_sm90 (TUNE_SEQLENS, default 4096 16384; TUNE_HEAD_DIMS="64" for
+# STAGES: comma-separated from build,smoke,test,gtest,alltest,tune,sanitize,decodecheck,decode,
+# bench, variants (default build,smoke,test). build takes ARCHS (FLASHATTN_CUDA_ARCHS, e.g. 90a)
+# and TARGETS (ninja targets, e.g. "flashattn_cli cuda_gpu_backends_test") for a quicker build;
+# gtest runs the GPU test binaries that were built (cuda_gpu_*_test) directly, their cases
+# matching GTEST_FILTER (default *sm90*: every flash-sm90 case). test runs the ctest names
+# matching TEST_FILTER (default the sm90 ones); tune runs tools/tune_sm90 (TUNE_SEQLENS, default 4096 16384; TUNE_HEAD_DIMS="64" for
 # some head dims only); decode runs flash-decode's tests
 # under compute-sanitizer and the decode benchmark (scripts/device_python.sh install,decode with
 # DECODE_ARGS); decodecheck runs only the sanitizer part.
@@ -24,10 +27,12 @@ cli=${CLI:-build-device/tools/flashattn/flashattn}  # CLI=...: another build's (
 if has build; then
   start=$(date +%s)
   rm -rf build-device
+  # shellcheck disable=SC2086
   cmake -S . -B build-device -G Ninja -DCMAKE_BUILD_TYPE=Release -DFLASHATTN_WERROR=ON \
     -DFLASHATTN_BUILD_TUNING=$(has tune && echo ON || echo OFF) \
+    ${ARCHS:+-DFLASHATTN_CUDA_ARCHS=$ARCHS} \
     -DCMAKE_CUDA_FLAGS="-Xptxas=-v" $gtest_src > "$out/build.log" 2>&1 &&
-    ninja -C build-device -j"$(nproc)" >> "$out/build.log" 2>&1
+    ninja -C build-device -j"$(nproc)" ${TARGETS:-} >> "$out/build.log" 2>&1
   rc=$?
   note "build: rc=$rc in $(( $(date +%s) - start )) s"
   [ $rc -eq 0 ] || { tail -40 "$out/build.log"; exit 1; }
@@ -69,6 +74,18 @@ if has test || has alltest; then
   grep -E "tests passed|tests failed" "$out/ctest.log" | tail -2 | tee -a "$summary"
   grep -E "\(Failed\)|\(Timeout\)|\(SEGFAULT\)|Not Run|Exception" "$out/ctest.log" | head -40 |
     tee -a "$summary"
+fi
+
+if has gtest; then
+  start=$(date +%s)
+  : > "$out/gtest.log"
+  for bin in build-device/tests/cuda_gpu_*_test; do
+    [ -x "$bin" ] || continue
+    timeout 300 "$bin" --gtest_filter="${GTEST_FILTER:-*sm90*}" --gtest_brief=1 >> "$out/gtest.log" 2>&1
+    note "$(basename "$bin") ${GTEST_FILTER:-*sm90*}: rc=$? $(grep -E '^\[  PASSED|^\[  FAILED  \] [0-9]' "$out/gtest.log" | tail -2 | tr '\n' ' ')"
+  done
+  grep -E "^\[  FAILED  \] [A-Z]" "$out/gtest.log" | head -20 >> "$summary"
+  note "gtest: $(( $(date +%s) - start )) s"
 fi
 
 if has tune; then
