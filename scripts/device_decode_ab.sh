@@ -16,17 +16,14 @@ out=${OUT:-$PWD/device-out}
 mkdir -p "$out"
 py=${PYTHON:-python3}
 source scripts/env.sh 2>/dev/null  # nvcc on PATH
+source scripts/device_pip.sh  # pip_sm90a
 : > "$out/decode-ab-build.log"
 names=()
 declare -A dirs
 for spec in ${AB_TREES:?AB_TREES=\"name=dir ...\"}; do
   name=${spec%%=*} src=${spec#*=} start=$(date +%s)
   dirs[$name]=$PWD/build-decode-ab/$name  # PYTHONPATH=that for tools/profile/decode_step.py
-  rm -rf "${dirs[$name]}"
-  CMAKE_BUILD_PARALLEL_LEVEL=$(nproc) "$py" -m pip install --no-build-isolation --no-deps \
-    --target "${dirs[$name]}" -C cmake.define.FLASHATTN_CUDA_ARCHS=90a "$src" \
-    >> "$out/decode-ab-build.log" 2>&1 ||
-    { echo "$name: build failed"; tail -30 "$out/decode-ab-build.log"; exit 1; }
+  pip_sm90a "${dirs[$name]}" "$src" "$out/decode-ab-build.log" || exit 1
   echo "$name build: $(( $(date +%s) - start )) s"
   names+=("$name")
 done

@@ -7,15 +7,14 @@
 #   bash scripts/device_decode_sweep.sh        # logs and sweep.txt under $OUT
 set -uo pipefail
 cd "$(dirname "$0")/.."
+source scripts/device_pip.sh  # pip_sm90a
 out=${OUT:-$PWD/device-out}
 mkdir -p "$out"
 sweep="$out/sweep.txt"
 : > "$sweep"
 pkg=$PWD/build-decode-sweep
 start=$(date +%s)
-CMAKE_BUILD_PARALLEL_LEVEL=$(nproc) python3 -m pip install --no-build-isolation --no-deps \
-  --target "$pkg" -C cmake.define.FLASHATTN_CUDA_ARCHS=90a . > "$out/pip.log" 2>&1 ||
-  { tail -30 "$out/pip.log"; exit 1; }
+pip_sm90a "$pkg" . "$out/pip.log" || exit 1
 echo "package: $(( $(date +%s) - start )) s" >> "$sweep"
 step() {  # decode_step.py arguments
   (cd tools/profile && PYTHONPATH="$pkg" timeout 60 python3 decode_step.py --steps 30 --timeline \

@@ -11,6 +11,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 source scripts/env.sh 2>/dev/null
+source scripts/device_pip.sh  # pip_sm90a
 out=${OUT:-$PWD/device-out}
 mkdir -p "$out"
 py=${PYTHON:-python3}
@@ -19,11 +20,7 @@ start=$(date +%s)
 for kind in trace plain; do
   flags=""
   [ $kind = trace ] && flags="-DFLASHATTN_DECODE_TRACE"
-  rm -rf "build-$kind"
-  CMAKE_BUILD_PARALLEL_LEVEL=$(nproc) "$py" -m pip install --no-build-isolation --no-deps \
-    --target "build-$kind" -C cmake.define.FLASHATTN_CUDA_ARCHS=90a \
-    -C "cmake.define.CMAKE_CUDA_FLAGS=$flags" . > "$out/build-$kind.log" 2>&1 ||
-    { echo "$kind build failed"; tail -30 "$out/build-$kind.log"; exit 1; }
+  pip_sm90a "build-$kind" . "$out/build-$kind.log" "$flags" || exit 1
 done
 echo "builds: $(( $(date +%s) - start )) s"
 : > "$out/trace-report.txt"

@@ -17,10 +17,10 @@ import argparse
 import statistics
 import sys
 
-# sm90_trace.cuh's Sm90TracePoint, in order (kSm90TraceTurns = TURNS turn marks from TURN1).
-POINTS = ["top", "q", "turn0", "s0", "p0", "turn1", "turn2", "turn3", "turn4", "last turn",
-          "last pv", "stored"]
-TURN1, TURNS = POINTS.index("turn1"), 4
+# sm90_trace.cuh's Sm90TracePoint, in order (kSm90TraceTurns = TURNS turn marks, turn1 on).
+TURNS = 4
+POINTS = (["top", "q", "turn0", "s0", "p0"] + [f"turn{j}" for j in range(1, TURNS + 1)] +
+          ["last turn", "last pv", "stored"])
 
 
 def run(a) -> None:
@@ -120,8 +120,9 @@ def report(lines) -> None:
         if r["c"] > 0:
             c0 = by.get((r["blk"], 0, r["round"]))
             if c0 is not None:
+                turn0 = POINTS.index("turn0")
                 add(f"consumer {r['c']} first turn after consumer 0's",
-                    (r["clk"][POINTS.index("turn0")] - c0["clk"][POINTS.index("turn0")]) & 0xFFFFFFFF)
+                    (r["clk"][turn0] - c0["clk"][turn0]) & 0xFFFFFFFF)
     print(f"{'clocks, work tiles after each block first':48}{'p10':>8}{'median':>8}{'p90':>8}{'n':>6}")
     for name, xs in phases.items():
         xs = sorted(xs)

@@ -10,7 +10,6 @@
 #include "cuda/attention/online_softmax.cuh"
 #include "cuda/attention/score_mod.cuh"
 #include "cuda/common/device_dtype.cuh"
-#include "cuda/common/exact_div.cuh"
 #include "cuda/decode/decode.h"
 
 namespace flashattn::cuda {

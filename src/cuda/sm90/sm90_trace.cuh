@@ -22,6 +22,7 @@ namespace flashattn::cuda::sm90 {
 constexpr int kSm90TraceRounds = 8;     // work tiles traced per block
 constexpr int kSm90TraceTurns = 4;      // key-tile turns marked after the first S's
 constexpr int kSm90TraceBlocks = 1024;  // blocks traced (the persistent grid has one per SM)
+constexpr int kSm90TraceConsumers = 3;  // consumer warpgroups a block has at most
 enum Sm90TracePoint : int {
   kTraceTop = 0,   // the consumer's work-tile loop at this round (before Q's wait)
   kTraceQ,         // the round's Q landed (q_full passed), coordinates known
@@ -43,8 +44,8 @@ static_assert(kSm90TracePoints == 12, "sm90_trace.py's POINTS");
 
 #ifdef FLASHATTN_SM90_TRACE
 // One per translation unit (no relocatable device code): each kernel instance writes its own.
-static __device__ std::uint32_t g_sm90_trace[kSm90TraceBlocks * 3 * kSm90TraceRounds *
-                                             kSm90TraceFields];
+static __device__ std::uint32_t g_sm90_trace[kSm90TraceBlocks * kSm90TraceConsumers *
+                                             kSm90TraceRounds * kSm90TraceFields];
 #endif
 
 // A consumer's trace of one round (work tile): empty past the traced rounds and blocks, and on
@@ -53,14 +54,17 @@ struct Sm90Trace {
 #ifdef FLASHATTN_SM90_TRACE
   int at;  // the round's first field in g_sm90_trace; -1: not traced
 
+  // The first field of (block, consumer, round k) in g_sm90_trace.
+  __device__ __forceinline__ static int field0(unsigned blk, int consumer, int k) {
+    return ((static_cast<int>(blk) * kSm90TraceConsumers + consumer) * kSm90TraceRounds + k) *
+           kSm90TraceFields;
+  }
   __device__ __forceinline__ static Sm90Trace round(int consumer, int k, int warpgroup_size) {
     Sm90Trace t;
     const unsigned blk = ptx::block_index_x();
     const bool traced = k < kSm90TraceRounds && blk < kSm90TraceBlocks &&
                         ptx::thread_index_x() % warpgroup_size == 0;
-    t.at = traced ? ((static_cast<int>(blk) * 3 + consumer) * kSm90TraceRounds + k) *
-                        kSm90TraceFields
-                  : -1;
+    t.at = traced ? field0(blk, consumer, k) : -1;
     return t;
   }
   __device__ __forceinline__ void mark(int point, std::uint32_t dep = 0) const {
@@ -84,9 +88,7 @@ struct Sm90Trace {
     const unsigned blk = ptx::block_index_x();
     if (blk >= kSm90TraceBlocks || ptx::thread_index_x() % warpgroup_size != 0) return;
     for (int k = 0; k < rounds && k < kSm90TraceRounds; ++k) {
-      const std::uint32_t* f =
-          g_sm90_trace + ((static_cast<int>(blk) * 3 + consumer) * kSm90TraceRounds + k) *
-                             kSm90TraceFields;
+      const std::uint32_t* f = g_sm90_trace + field0(blk, consumer, k);
       const std::uint32_t* p = f + kSm90TraceHead;
       printf("sm90-trace blk %u sm %u c %d round %d tile %u tiles %u t0 %llu clk %u %u %u %u %u "
              "%u %u %u %u %u %u %u\n",
