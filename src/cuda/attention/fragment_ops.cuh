@@ -201,10 +201,13 @@ __device__ __forceinline__ void mask_fragment(Fragment<kMTiles, kNTiles>& s, con
 // row part, score_mod_fragment), per lane: the lanes of a quad hold different columns and their
 // terms differ. It joins the lane's tile max before the quad's reduction and leaves the
 // subtrahend, (s - (max - bias)) * scale_log2: two FADDs per row instead of one per score.
-// kFusedExp (trial): where every row of the warp has |sub * scale_log2| < kFusedLimit, the
-// argument is one FFMA, fma(s, scale_log2, -sub * scale_log2), whose error against the exact form
-// is the product's rounding, < kFusedLimit 2^-24 = 2^-13 in log2 units (a relative 8.5e-5 in P,
-// 1/23 of P's bf16 half-ulp); a warp with a larger max takes the exact form.
+// kFusedExp (flash-sm90's long tiles, online_softmax.cuh): where every row of the warp has
+// |sub * scale_log2| < kFusedLimit, the argument is one FFMA, fma(s, scale_log2, -sub *
+// scale_log2), whose error against the exact form is the product's rounding, < kFusedLimit
+// 2^-24 = 2^-13 in log2 units (a relative 8.5e-5 in P, 1/23 of P's bf16 half-ulp); a warp with a
+// larger max takes the exact form. The rows' maxima then all come before the vote and the
+// exponentials after it; without kFusedExp each row's exponentials follow its own max, the order
+// the other kernels were measured with.
 template <int kMTiles, int kNTiles, bool kFusedExp = false>
 __device__ __forceinline__ bool softmax_update(Fragment<kMTiles, kNTiles>& s,
                                                float (&row_max)[kMTiles][2],
@@ -214,97 +217,73 @@ __device__ __forceinline__ bool softmax_update(Fragment<kMTiles, kNTiles>& s,
   constexpr float kRescaleLog2 = 8.0f;
   constexpr float kFusedLimit = 2048.0f;
   bool moved = false;
+  // Row (mt, hh)'s tile max, the lazy rescale's alpha and new max; returns the subtrahend.
+  auto update_max = [&](int mt, int hh) {
+    float tile_max = -INFINITY;
+#pragma unroll
+    for (int nt = 0; nt < kNTiles; ++nt) {
+      tile_max = fmaxf(tile_max, fmaxf(s[mt][nt][2 * hh], s[mt][nt][2 * hh + 1]));
+    }
+    if (row_bias != nullptr) tile_max += row_bias[mt][hh];
+    tile_max = reduce_max_lanes<4>(tile_max);
+    const float growth_log2 = exp2_arg(tile_max, row_max[mt][hh], scale_log2);
+    alpha[mt][hh] = 1.0f;
+    if (growth_log2 > kRescaleLog2) {
+      alpha[mt][hh] = ptx::ex2(-growth_log2);  // 0 for a -inf old max
+      row_max[mt][hh] = tile_max;
+      moved = true;
+    }
+    float sub = safe_max(row_max[mt][hh]);
+    if (row_bias != nullptr) sub -= row_bias[mt][hh];
+    return sub;
+  };
+  // Row (mt, hh)'s P = exp2(arg(s)) and its sum. A per-lane partial sum: alpha is the same on
+  // the quad's 4 lanes, so the lanes are summed once, at the end (finalize).
+  auto exponentials = [&](int mt, int hh, auto arg) {
+    float p_sum = 0.0f;
+#pragma unroll
+    for (int nt = 0; nt < kNTiles; ++nt) {
+#pragma unroll
+      for (int e = 2 * hh; e < 2 * hh + 2; ++e) {
+        s[mt][nt][e] = ptx::ex2(arg(s[mt][nt][e]));
+        p_sum += s[mt][nt][e];
+      }
+    }
+    row_sum[mt][hh] = row_sum[mt][hh] * alpha[mt][hh] + p_sum;
+  };
+  auto exact = [&](float sub) {
+    return [=](float x) { return exp2_arg(x, sub, scale_log2); };
+  };
   if constexpr (!kFusedExp) {
 #pragma unroll
     for (int mt = 0; mt < kMTiles; ++mt) {
 #pragma unroll
-      for (int hh = 0; hh < 2; ++hh) {
-        float tile_max = -INFINITY;
-#pragma unroll
-        for (int nt = 0; nt < kNTiles; ++nt) {
-          tile_max = fmaxf(tile_max, fmaxf(s[mt][nt][2 * hh], s[mt][nt][2 * hh + 1]));
-        }
-        if (row_bias != nullptr) tile_max += row_bias[mt][hh];
-        tile_max = reduce_max_lanes<4>(tile_max);
-        const float growth_log2 = exp2_arg(tile_max, row_max[mt][hh], scale_log2);
-        alpha[mt][hh] = 1.0f;
-        if (growth_log2 > kRescaleLog2) {
-          alpha[mt][hh] = ptx::ex2(-growth_log2);  // 0 for a -inf old max
-          row_max[mt][hh] = tile_max;
-          moved = true;
-        }
-        float sub = safe_max(row_max[mt][hh]);
-        if (row_bias != nullptr) sub -= row_bias[mt][hh];
-        float p_sum = 0.0f;
-#pragma unroll
-        for (int nt = 0; nt < kNTiles; ++nt) {
-#pragma unroll
-          for (int e = 2 * hh; e < 2 * hh + 2; ++e) {
-            s[mt][nt][e] = ptx::ex2(exp2_arg(s[mt][nt][e], sub, scale_log2));
-            p_sum += s[mt][nt][e];
-          }
-        }
-        // A per-lane partial sum: alpha is the same on the quad's 4 lanes, so the lanes are
-        // summed once, at the end (finalize).
-        row_sum[mt][hh] = row_sum[mt][hh] * alpha[mt][hh] + p_sum;
-      }
+      for (int hh = 0; hh < 2; ++hh) exponentials(mt, hh, exact(update_max(mt, hh)));
     }
     return moved;
   }
-  float sub[kMTiles][2];
+  float sub[kMTiles][2], sub_scaled[kMTiles][2];
   bool small = true;
 #pragma unroll
   for (int mt = 0; mt < kMTiles; ++mt) {
 #pragma unroll
     for (int hh = 0; hh < 2; ++hh) {
-      float tile_max = -INFINITY;
-#pragma unroll
-      for (int nt = 0; nt < kNTiles; ++nt) {
-        tile_max = fmaxf(tile_max, fmaxf(s[mt][nt][2 * hh], s[mt][nt][2 * hh + 1]));
-      }
-      if (row_bias != nullptr) tile_max += row_bias[mt][hh];
-      tile_max = reduce_max_lanes<4>(tile_max);
-      const float growth_log2 = exp2_arg(tile_max, row_max[mt][hh], scale_log2);
-      alpha[mt][hh] = 1.0f;
-      if (growth_log2 > kRescaleLog2) {
-        alpha[mt][hh] = ptx::ex2(-growth_log2);  // 0 for a -inf old max
-        row_max[mt][hh] = tile_max;
-        moved = true;
-      }
-      sub[mt][hh] = safe_max(row_max[mt][hh]);
-      if (row_bias != nullptr) sub[mt][hh] -= row_bias[mt][hh];
-      if constexpr (kFusedExp) small = small && fabsf(sub[mt][hh] * scale_log2) < kFusedLimit;
+      sub[mt][hh] = update_max(mt, hh);
+      sub_scaled[mt][hh] = sub[mt][hh] * scale_log2;
+      small = small && fabsf(sub_scaled[mt][hh]) < kFusedLimit;
     }
   }
-  const bool fused = kFusedExp && __all_sync(0xffffffffu, small);
+  const bool fused = __all_sync(0xffffffffu, small);
 #pragma unroll
   for (int mt = 0; mt < kMTiles; ++mt) {
 #pragma unroll
     for (int hh = 0; hh < 2; ++hh) {
-      float p_sum = 0.0f;
       if (fused) {
-        const float neg_sub_scaled = -sub[mt][hh] * scale_log2;
-#pragma unroll
-        for (int nt = 0; nt < kNTiles; ++nt) {
-#pragma unroll
-          for (int e = 2 * hh; e < 2 * hh + 2; ++e) {
-            s[mt][nt][e] = ptx::ex2(fmaf(s[mt][nt][e], scale_log2, neg_sub_scaled));
-            p_sum += s[mt][nt][e];
-          }
-        }
+        const float neg_sub_scaled = -sub_scaled[mt][hh];
+        exponentials(mt, hh, [=](float x) { return fmaf(x, scale_log2, neg_sub_scaled); });
       } else {
-#pragma unroll
-        for (int nt = 0; nt < kNTiles; ++nt) {
-#pragma unroll
-          for (int e = 2 * hh; e < 2 * hh + 2; ++e) {
-            s[mt][nt][e] = ptx::ex2(exp2_arg(s[mt][nt][e], sub[mt][hh], scale_log2));
-            p_sum += s[mt][nt][e];
-          }
-        }
+        exponentials(mt, hh, exact(sub[mt][hh]));
       }
-      // A per-lane partial sum: alpha is the same on the quad's 4 lanes, so the lanes are
-      // summed once, at the end (finalize).
-      row_sum[mt][hh] = row_sum[mt][hh] * alpha[mt][hh] + p_sum;
     }
   }
   return moved;

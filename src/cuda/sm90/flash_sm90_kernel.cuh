@@ -465,8 +465,6 @@ __device__ __forceinline__ void consume(const KernelArgs& args, const Smem<Cfg>&
     if constexpr (!kStaged) release_q();
   };
 
-  // Score transforms, mask and online softmax of key tile j's scores (first key n0), in place.
-  // True when a row's max moved (O then needs alpha).
   // The exponent as one FFMA where the warp's scaled max allows (softmax_update's kFusedExp),
   // on the long tiles of d96 and d128 (N176) and at d192. Measured on an H100 (docs/performance.md,
   // v14, CLI A/B in one call): d96 16k +16%, d128 16k +8%, d128 4k +6%, d192 16k +8%; the N128
@@ -475,6 +473,8 @@ __device__ __forceinline__ void consume(const KernelArgs& args, const Smem<Cfg>&
   constexpr bool kFusedExp =
       ((Cfg::kHeadDim == 96 || Cfg::kHeadDim == 128) && Cfg::kBlockN == 176) ||
       Cfg::kHeadDim == 192;
+  // Score transforms, mask and online softmax of key tile j's scores (first key n0), in place.
+  // True when a row's max moved (O then needs alpha).
   auto softmax = [&](Fragment<1, kNTiles>& s_frag, int n0) {
     const int diag = c.seqlen_k - c.seqlen_q;
     if constexpr (kVariants) {
@@ -493,10 +493,11 @@ __device__ __forceinline__ void consume(const KernelArgs& args, const Smem<Cfg>&
       if (args.alibi_slopes != nullptr) {
         alibi_row_bias<1, kNTiles>(row_bias, mod, lane_row, diag, n0, tq, g);
       }
-      return softmax_update<1, kNTiles, kFusedExp>(s_frag, row_max, row_sum, alpha, args.scale_log2,
-                                        row_bias);
+      return softmax_update<1, kNTiles, kFusedExp>(s_frag, row_max, row_sum, alpha,
+                                                   args.scale_log2, row_bias);
     } else {
-      return softmax_update<1, kNTiles, kFusedExp>(s_frag, row_max, row_sum, alpha, args.scale_log2);
+      return softmax_update<1, kNTiles, kFusedExp>(s_frag, row_max, row_sum, alpha,
+                                                   args.scale_log2);
     }
   };
   // P in 16 bits as PV's A fragments.
