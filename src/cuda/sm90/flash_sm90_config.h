@@ -78,6 +78,14 @@ struct Sm90Config {
   // the 16-byte ones. The dense kernel always stores straight from registers (no spill) and
   // returns Q after the last S (flash-sm90 v12).
   static constexpr bool kVariantStagedEpilogue = kPvSplits > 1;
+  // The softmax's exponent argument as one FFMA where a warp's scaled maxima allow
+  // (fragment_ops.cuh softmax_update's kFusedExp): the long tiles of d96 and d128 (N176) and
+  // d192. Measured on an H100 (docs/performance.md, flash-sm90 v14, CLI A/B in one call): d96
+  // 16k +16%, d128 16k +8%, d128 4k +6%, d192 16k +8%; d128's N128 short tiles lost 3% at 512
+  // (the short tiles of d96 / d128 keep the exact form), d64 0.4-4% and d256 causal 1.5-2% (both
+  // keep it everywhere).
+  static constexpr bool kFusedExp =
+      ((kHeadDim == 96 || kHeadDim == 128) && kBlockN == 176) || kHeadDim == 192;
   static constexpr int kPvN = kHeadDimPad / kPvSplits;
 
   static constexpr int kRowBytes = 128;

@@ -465,14 +465,8 @@ __device__ __forceinline__ void consume(const KernelArgs& args, const Smem<Cfg>&
     if constexpr (!kStaged) release_q();
   };
 
-  // The exponent as one FFMA where the warp's scaled max allows (softmax_update's kFusedExp),
-  // on the long tiles of d96 and d128 (N176) and at d192. Measured on an H100 (docs/performance.md,
-  // v14, CLI A/B in one call): d96 16k +16%, d128 16k +8%, d128 4k +6%, d192 16k +8%; the N128
-  // short tiles of d128 lost 3% at 512 (the short tiles of d96 / d128 keep the exact form), d64
-  // 0.4-4% and d256 causal 1.5-2% (both keep it everywhere).
-  constexpr bool kFusedExp =
-      ((Cfg::kHeadDim == 96 || Cfg::kHeadDim == 128) && Cfg::kBlockN == 176) ||
-      Cfg::kHeadDim == 192;
+  // The exponent's form per tile shape: Cfg::kFusedExp (flash_sm90_config.h).
+  constexpr bool kFusedExp = Cfg::kFusedExp;
   // Score transforms, mask and online softmax of key tile j's scores (first key n0), in place.
   // True when a row's max moved (O then needs alpha).
   auto softmax = [&](Fragment<1, kNTiles>& s_frag, int n0) {
