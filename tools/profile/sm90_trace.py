@@ -11,7 +11,10 @@ per phase of consume(), the median clocks over the work tiles after each block's
 first pays the cold start): the wait for Q, for the first turn, the first S, its softmax, the
 wait for the second turn, the spacing of the next turns (one per key tile: both consumers' S and
 P V), the last P V and the epilogue; then a work tile's clocks against its key tiles at the
-steady spacing: the fixed cost per work tile, in key tiles.
+steady spacing: the fixed cost per work tile, in key tiles. Then the steady step (key tiles 1 to
+TURNS of each work tile) split where its time goes: the wait for S_j after its turn began, the
+softmax, the wait for the previous P V, P's packing and O's rescale, and the wait for the next
+turn; the five add up to the turn spacing.
 """
 import argparse
 import statistics
@@ -20,7 +23,8 @@ import sys
 # sm90_trace.cuh's Sm90TracePoint, in order (kSm90TraceTurns = TURNS turn marks, turn1 on).
 TURNS = 4
 POINTS = (["top", "q", "turn0", "s0", "p0"] + [f"turn{j}" for j in range(1, TURNS + 1)] +
-          ["last turn", "last pv", "stored"])
+          ["last turn", "last pv", "stored"] +
+          [f"{m}{j}" for m in ("s", "softmax", "pv", "pack") for j in range(1, TURNS + 1)])
 
 
 def run(a) -> None:
@@ -51,6 +55,8 @@ def parse(lines):
         if not line.startswith("sm90-trace"):
             continue
         f = line.split()
+        if len(f) != 16 + len(POINTS):  # another build's point count, or a line cut short
+            continue
         rows.append({"blk": int(f[2]), "sm": int(f[4]), "c": int(f[6]), "round": int(f[8]),
                      "tile": int(f[10]), "tiles": int(f[12]), "t0": int(f[14]),
                      "clk": [int(x) for x in f[16:16 + len(POINTS)]]})
@@ -110,6 +116,11 @@ def report(lines) -> None:
             add("second turn wait (p0 -> turn1)", d(r, "p0", "turn1"))
         for j in range(1, min(n - 1, TURNS)):
             add("turn spacing (turn j -> j+1)", d(r, f"turn{j}", f"turn{j + 1}"))
+            add("  S_j wait (turn j -> s j)", d(r, f"turn{j}", f"s{j}"))
+            add("  softmax (s j -> softmax j)", d(r, f"s{j}", f"softmax{j}"))
+            add("  P V wait (softmax j -> pv j)", d(r, f"softmax{j}", f"pv{j}"))
+            add("  pack, rescale (pv j -> pack j)", d(r, f"pv{j}", f"pack{j}"))
+            add("  next turn wait (pack j -> turn j+1)", d(r, f"pack{j}", f"turn{j + 1}"))
         if 1 < n <= TURNS + 1:
             add("last turn wait (turn n-1 -> last turn)", d(r, f"turn{n - 1}", "last turn"))
         add("last P V (last turn -> last pv)", d(r, "last turn", "last pv"))

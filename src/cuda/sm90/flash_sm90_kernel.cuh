@@ -601,15 +601,20 @@ __device__ __forceinline__ void consume(const KernelArgs& args, const Smem<Cfg>&
       // once that product is done (FlashAttention-3's order: one P live, not two).
       ptx::wgmma_wait<1>();
       ptx::fence_operands(s_acc);
+      const bool traced = it <= kSm90TraceTurns;
+      if (traced) trace.mark(kTraceSj + it - 1, __float_as_uint(s_acc[0]));
       release(sm.k_empty(s));
       if (it == tiles - 1) release_q_early();
       const bool moved = softmax(s_frag, n0);
+      if (traced) trace.mark(kTraceSoftmaxj + it - 1, __float_as_uint(s_acc[0]));
 
       ptx::wgmma_wait<0>();
       fence_p_o(p);
+      if (traced) trace.mark(kTracePvj + it - 1, __float_as_uint(o[0][0]));
       release(sm.v_empty(prev));
       pack_p(s_acc, p);
       rescale_fragment<1, kDTiles>(o_frag, alpha, moved);
+      if (traced) trace.mark(kTracePackj + it - 1, p[0][0] ^ __float_as_uint(o[0][0]));
     }
     // The last tile's P V.
     const RingSlot<Cfg::kStages> last_slot = RingSlot<Cfg::kStages>::at(ring + tiles - 1);

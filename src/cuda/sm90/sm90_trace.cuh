@@ -33,14 +33,20 @@ enum Sm90TracePoint : int {
   kTraceLastTurn = kTraceTurn1 + kSm90TraceTurns,  // the last P V's turn began
   kTraceLastPv,    // the last P V done
   kTraceStored,    // the epilogue's stores issued
-  kSm90TracePoints
+  // Inside key tile j's step, j = 1 .. kSm90TraceTurns (the steady tile's time, turn j ->
+  // turn j + 1, split into its waits and its work):
+  kTraceSj,                                   // S_j landed (wgmma_wait<1>)
+  kTraceSoftmaxj = kTraceSj + kSm90TraceTurns,  // its softmax done
+  kTracePvj = kTraceSoftmaxj + kSm90TraceTurns,  // P_{j-1} V_{j-1} landed (wgmma_wait<0>)
+  kTracePackj = kTracePvj + kSm90TraceTurns,   // P_j packed, O rescaled
+  kSm90TracePoints = kTracePackj + kSm90TraceTurns
 };
 // Fields of a traced round in the buffer: the tile, its key tiles, the global timer at the top
 // (2 words), then the points.
 constexpr int kSm90TraceHead = 4;
 constexpr int kSm90TraceFields = kSm90TraceHead + kSm90TracePoints;
 // The report's columns (tools/profile/sm90_trace.py POINTS) follow this order.
-static_assert(kSm90TracePoints == 12, "sm90_trace.py's POINTS");
+static_assert(kSm90TracePoints == 28, "sm90_trace.py's POINTS");
 
 #ifdef FLASHATTN_SM90_TRACE
 // One per translation unit (no relocatable device code): each kernel instance writes its own.
@@ -91,10 +97,12 @@ struct Sm90Trace {
       const std::uint32_t* f = g_sm90_trace + field0(blk, consumer, k);
       const std::uint32_t* p = f + kSm90TraceHead;
       printf("sm90-trace blk %u sm %u c %d round %d tile %u tiles %u t0 %llu clk %u %u %u %u %u "
-             "%u %u %u %u %u %u %u\n",
+             "%u %u %u %u %u %u %u %u %u %u %u %u %u %u %u %u %u %u %u %u %u %u %u\n",
              blk, ptx::sm_id(), consumer, k, f[0], f[1],
              static_cast<unsigned long long>(f[2]) | (static_cast<unsigned long long>(f[3]) << 32),
-             p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7], p[8], p[9], p[10], p[11]);
+             p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7], p[8], p[9], p[10], p[11], p[12],
+             p[13], p[14], p[15], p[16], p[17], p[18], p[19], p[20], p[21], p[22], p[23], p[24],
+             p[25], p[26], p[27]);
     }
   }
 #else
