@@ -15,14 +15,14 @@
 // d128 417 -> 458, d256 598 -> 657; the degree-5 fit on |x| <= 1 (one FFMA more) reached 278,
 // 424 and 614.
 //
-// Accuracy. P's coefficients are a minimax fit (ours: Lawson's iteration on 20000 points) of
-// tanh(x) / x on |x| <= 3/4 for the absolute error of x P(x^2) - tanh(x): 1.85e-7 in float64,
-// 2.4e-7 to 2.7e-7 in the kernels' float32 steps (softcap_test.cc), against 2.5e-7 of the exact
-// form's float32 steps. In logits that is softcap * 2.7e-7 (8e-6 at softcap 30): a relative
-// error of 8e-6 in P, against P's rounding to 16 bits (2^-9 in bf16). Past |x| = 3/4 the
-// polynomial leaves tanh, so a warp takes it only when every score of its tile has
-// |s| <= poly_limit (3/4 of the cap: logits up to 22.5 at softcap 30, 37.5 at 50), and the exact
-// form otherwise.
+// Accuracy. P's coefficients are a minimax fit (tools/softcap/fit.py: Lawson's iteration on
+// 20000 points) of tanh(x) / x on |x| <= 3/4 for the absolute error of x P(x^2) - tanh(x):
+// 1.85e-7 in float64, 2.4e-7 to 2.7e-7 in the kernels' float32 steps (softcap_test.cc),
+// against 2.5e-7 of the exact form's float32 steps. In logits that is softcap * 2.7e-7 (8e-6 at
+// softcap 30): a relative error of 8e-6 in P, against P's rounding to 16 bits (2^-9 in bf16).
+// Past |x| = 3/4 the polynomial leaves tanh, so a warp takes it only when every score of its
+// tile has |s| <= poly_limit (3/4 of the cap: logits up to 22.5 at softcap 30, 37.5 at 50), and
+// the exact form otherwise.
 //
 // Range. Folding divides the k-th coefficient by cap^{2k}: past cap ~3.3e4 the last one falls
 // below float's normal range (or, for a tiny cap, past its top); poly_limit is then 0 and the
