@@ -1,7 +1,10 @@
 """Inputs and layouts shared by the Python tests (NumPy; the torch tests convert), and the host
-clock that stands in for CUDA events and the command line of the benchmark tests."""
+clock that stands in for CUDA events, the command line of the benchmark tests, and the
+repository's tool scripts loaded as modules."""
 from __future__ import annotations
 
+import importlib.util
+import pathlib
 import subprocess
 import sys
 import time
@@ -11,6 +14,15 @@ import numpy as np
 import flashattn
 
 NUMPY_DTYPES = {"fp16": np.float16, "fp32": np.float32}
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+
+
+def load_tool(path: str):
+    """A script of the repository (tools/..., no package) as a module, from its path under ROOT."""
+    spec = importlib.util.spec_from_file_location(pathlib.Path(path).stem, ROOT / path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
 
 
 def aligned_empty(shape, dtype, offset_bytes: int = 0, align: int = 64) -> np.ndarray:

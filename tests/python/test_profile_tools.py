@@ -1,21 +1,11 @@
 """tools/profile/sm90_trace.py's report on synthetic trace lines (the GPU trace build prints them;
 src/cuda/sm90/sm90_trace.cuh): the phases come out as the stamps were laid, the steady step's five
 parts add up to the turn spacing, and a line of the wrong length is not taken for a trace."""
-import importlib.util
 import io
-import pathlib
 import re
 from contextlib import redirect_stdout
 
-ROOT = pathlib.Path(__file__).resolve().parents[2]
-
-
-def load_trace_tool():
-    spec = importlib.util.spec_from_file_location("sm90_trace",
-                                                  ROOT / "tools" / "profile" / "sm90_trace.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+from helpers import load_tool
 
 
 # The steady step's parts (clocks): S_j wait, softmax, P V wait, pack, next turn wait.
@@ -45,7 +35,7 @@ def trace_line(mod, blk, c, rnd, clk0, tiles=6):
 
 
 def test_sm90_trace_report_splits_the_steady_step():
-    mod = load_trace_tool()
+    mod = load_tool("tools/profile/sm90_trace.py")
     assert len(mod.POINTS) == 28  # sm90_trace.cuh's kSm90TracePoints
     lines = [trace_line(mod, blk, c, rnd, 10_000 + rnd * 40_000 + c * 2_000)
              for blk in range(2) for c in range(2) for rnd in range(3)]

@@ -1,20 +1,14 @@
 """src/common/softcap.cc's coefficients are tools/softcap/fit.py's fit (5 terms on |x| <= 3/4):
 the same numbers to float32 precision and the fit's error, so the code's polynomial can be
 regenerated and changed (tests/common/softcap_test.cc checks its float32 steps)."""
-import importlib.util
-import pathlib
 import re
 
 import numpy as np
-
-ROOT = pathlib.Path(__file__).resolve().parents[2]
+from helpers import ROOT, load_tool
 
 
 def test_softcap_cc_holds_the_fit():
-    spec = importlib.util.spec_from_file_location("softcap_fit",
-                                                  ROOT / "tools" / "softcap" / "fit.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+    mod = load_tool("tools/softcap/fit.py")
     src = (ROOT / "src" / "common" / "softcap.cc").read_text()
     body = re.search(r"kTanhOverX\[[^\]]*\] = \{([^}]*)\}", src).group(1)
     shipped = np.array([float(v) for v in body.replace("\n", " ").split(",") if v.strip()])

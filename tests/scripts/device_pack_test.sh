@@ -6,16 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-passed=0 failed=0
-check() {  # check DESCRIPTION COMMAND...
-  local what=$1
-  shift
-  if "$@"; then
-    passed=$((passed + 1)); echo "  ok: $what"
-  else
-    failed=$((failed + 1)); echo "  FAILED: $what"
-  fi
-}
+source tests/scripts/check.sh  # check, check_summary
 rc=0
 OUT=$work/out bash scripts/device_pack.sh bash -c '
   mkdir -p "$OUT/a/b/c"; echo deep > "$OUT/a/b/c/run.log"
@@ -30,5 +21,4 @@ check "every summary is in the archive" [ "$(tar -tzf "$work/out/all.tgz" | grep
 rc=0
 bash scripts/device_pack.sh > /dev/null 2>&1 || rc=$?
 check "no command: usage, status 2" [ "$rc" = 2 ]
-echo "device_pack_test: $passed passed, $failed failed"
-[ "$failed" = 0 ]
+check_summary device_pack_test

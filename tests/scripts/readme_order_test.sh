@@ -11,16 +11,7 @@ source scripts/env.sh
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 build=$work/build
-passed=0 failed=0
-check() {  # check DESCRIPTION COMMAND...
-  local what=$1
-  shift
-  if "$@"; then
-    passed=$((passed + 1)); echo "  ok: $what"
-  else
-    failed=$((failed + 1)); echo "  FAILED: $what"
-  fi
-}
+source tests/scripts/check.sh  # check, check_summary
 fails() { ! "$@"; }
 is() { [ "$1" = "$2" ]; }
 cached() { sed -nE "s/^$1:[A-Z]+=//p" "$build/CMakeCache.txt"; }
@@ -72,5 +63,4 @@ for want in FLASHATTN_BUILD_TESTS=ON FLASHATTN_BUILD_CLI=ON FLASHATTN_BUILD_TUNI
   check "test over a cache set the other way: $want" is "$(cached "${want%%=*}")" "${want#*=}"
 done
 
-echo "readme_order_test: $passed passed, $failed failed"
-[ "$failed" -eq 0 ]
+check_summary readme_order_test
