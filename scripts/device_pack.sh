@@ -11,6 +11,7 @@ set -uo pipefail
 final=${OUT:-$PWD/device-out}
 mkdir -p "$final"
 work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT  # the status below survives the trap
 OUT=$work "$@"
 rc=$?
 tar -czf "$final/all.tgz" -C "$work" .
